@@ -1,0 +1,278 @@
+//! Strands as mutexes, side by side in one process run.
+//!
+//! - Contention: N tasks share 800,000 critical sections on one counter:
+//!   viaduct's `Guarded::with` (awaited) and `Guarded::lock` on a viaduct
+//!   pool, against `tokio::sync::Mutex` and `async_lock::Mutex` on tokio's
+//!   multi-thread runtime. 2 worker threads each.
+//! - Fire-and-forget: 8 threads post 100,000 increments each to one
+//!   `Strand` (over a 2-thread pool), against 8 threads taking a
+//!   `std::sync::Mutex` for each increment.
+//!
+//! `cargo bench --bench strand` prints medians (rounds interleaved across
+//! the contenders) in ns per section, the strand's mean batch size, and
+//! ratios viaduct / best peer (below 1.0: viaduct is faster).
+//! `BENCH_ROUNDS` sets the number of timed rounds (default 9); `BENCH_ONLY`
+//! runs only the contenders whose name contains it (`with`, `lock`,
+//! `tokio`, `async-lock`, `post`, `std mutex`).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use viaduct::{block_on, ExecutorExt, Guarded, Strand, ThreadPool};
+
+const THREADS: usize = 2;
+const SECTIONS: usize = 800_000;
+const POSTERS: usize = 8;
+const POSTS: usize = 100_000;
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+/// Warms each contender up once, then runs `rounds` rounds in which each
+/// runs once, interleaved so that drift in the machine's load hits all of
+/// them alike; the median per contender. Contenders whose name does not
+/// contain `BENCH_ONLY` are skipped (`None`).
+fn measure_interleaved<const N: usize>(
+    rounds: usize,
+    mut fs: [(&str, &mut dyn FnMut()); N],
+) -> [Option<Duration>; N] {
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let on: [bool; N] = std::array::from_fn(|i| fs[i].0.contains(&*only));
+    let mut times: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::with_capacity(rounds));
+    for round in 0..=rounds {
+        for ((_, f), (t, on)) in fs.iter_mut().zip(times.iter_mut().zip(on)) {
+            if !on {
+                continue;
+            }
+            let start = Instant::now();
+            f();
+            // Round 0 is the warm-up.
+            if round > 0 {
+                t.push(start.elapsed());
+            }
+        }
+    }
+    let mut i = 0;
+    times.map(|t| {
+        i += 1;
+        on[i - 1].then(|| median(t))
+    })
+}
+
+fn ns_per(d: Option<Duration>, n: usize) -> String {
+    d.map_or("-".into(), |d| {
+        format!("{:.1}", d.as_secs_f64() * 1e9 / n as f64)
+    })
+}
+
+fn ratio(a: Option<Duration>, b: Option<Duration>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}", a.as_secs_f64() / b.as_secs_f64()),
+        _ => "-".into(),
+    }
+}
+
+/// `n` viaduct tasks, each running its share of the sections through
+/// `section`.
+/// `n` viaduct tasks, each running its share of the sections with `with`
+/// (awaited) or `lock`.
+fn viaduct_contention(pool: &ThreadPool, g: &Guarded<u64>, n: usize, use_lock: bool) {
+    let per_task = SECTIONS / n;
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let g = g.clone();
+            pool.spawn(async move {
+                for _ in 0..per_task {
+                    if use_lock {
+                        *g.lock().await += 1;
+                    } else {
+                        g.with(|v| *v += 1).await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        block_on(t).unwrap();
+    }
+}
+
+fn tokio_contention(rt: &tokio::runtime::Runtime, m: &Arc<tokio::sync::Mutex<u64>>, n: usize) {
+    let per_task = SECTIONS / n;
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..n)
+            .map(|_| {
+                let m = m.clone();
+                tokio::spawn(async move {
+                    for _ in 0..per_task {
+                        *m.lock().await += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+}
+
+fn async_lock_contention(rt: &tokio::runtime::Runtime, m: &Arc<async_lock::Mutex<u64>>, n: usize) {
+    let per_task = SECTIONS / n;
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..n)
+            .map(|_| {
+                let m = m.clone();
+                tokio::spawn(async move {
+                    for _ in 0..per_task {
+                        *m.lock().await += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+}
+
+/// The posted increments' counter: a static, so that posting costs what
+/// the strand costs, not an `Arc` clone per closure.
+static POSTED: AtomicU64 = AtomicU64::new(0);
+
+fn strand_posts(strand: &Strand) {
+    thread::scope(|s| {
+        for _ in 0..POSTERS {
+            s.spawn(|| {
+                for _ in 0..POSTS {
+                    strand.post(|| {
+                        // Sections never overlap: a plain load and store.
+                        POSTED.store(POSTED.load(Relaxed) + 1, Relaxed);
+                    });
+                }
+            });
+        }
+    });
+    // The strand is FIFO: this runs after every post above.
+    block_on(strand.run(|| ())).unwrap();
+}
+
+fn mutex_increments(m: &Mutex<u64>) {
+    thread::scope(|s| {
+        for _ in 0..POSTERS {
+            s.spawn(|| {
+                for _ in 0..POSTS {
+                    *m.lock().unwrap() += 1;
+                }
+            });
+        }
+    });
+}
+
+fn main() {
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(9);
+    let pool = ThreadPool::builder()
+        .threads(THREADS)
+        .name("bench")
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(THREADS)
+        .build()
+        .unwrap();
+
+    println!(
+        "contention: N tasks share {SECTIONS} sections on one counter; {THREADS} worker threads each; \
+         ns per section, median of {rounds} rounds"
+    );
+    println!(
+        "{:>5} {:>8} {:>8} {:>8} {:>11} {:>15} {:>15} {:>10} {:>10} {:>10}",
+        "N",
+        "with",
+        "lock",
+        "tokio",
+        "async-lock",
+        "batch with",
+        "batch lock",
+        "with/best",
+        "lock/best",
+        "lock/tokio"
+    );
+    for n in [2, 8, 64, 512] {
+        let (gw, gl) = (
+            Guarded::new(pool.clone(), 0u64),
+            Guarded::new(pool.clone(), 0u64),
+        );
+        let tm = Arc::new(tokio::sync::Mutex::new(0u64));
+        let am = Arc::new(async_lock::Mutex::new(0u64));
+        let [dw, dl, dt, da] = measure_interleaved(
+            rounds,
+            [
+                ("with", &mut || viaduct_contention(&pool, &gw, n, false)),
+                ("lock", &mut || viaduct_contention(&pool, &gl, n, true)),
+                ("tokio", &mut || tokio_contention(&rt, &tm, n)),
+                ("async-lock", &mut || async_lock_contention(&rt, &am, n)),
+            ],
+        );
+        let runs = (rounds + 1) as u64 * (SECTIONS / n * n) as u64;
+        for (g, d) in [(&gw, dw), (&gl, dl)] {
+            assert_eq!(*block_on(g.lock()), if d.is_some() { runs } else { 0 });
+        }
+        let best = match (dt, da) {
+            (Some(t), Some(a)) => Some(t.min(a)),
+            (t, a) => t.or(a),
+        };
+        let batch = |g: &Guarded<u64>| {
+            let m = g.metrics();
+            let inline = m.inline as f64 / (m.inline + m.queued).max(1) as f64;
+            format!("{:.1} ({:.0}%)", m.mean_batch(), inline * 100.0)
+        };
+        println!(
+            "{n:>5} {:>8} {:>8} {:>8} {:>11} {:>15} {:>15} {:>10} {:>10} {:>10}",
+            ns_per(dw, SECTIONS),
+            ns_per(dl, SECTIONS),
+            ns_per(dt, SECTIONS),
+            ns_per(da, SECTIONS),
+            batch(&gw),
+            batch(&gl),
+            ratio(dw, best),
+            ratio(dl, best),
+            ratio(dl, dt),
+        );
+    }
+
+    println!();
+    println!(
+        "fire-and-forget: {POSTERS} threads x {POSTS} increments; ns per increment, median of {rounds} rounds"
+    );
+    println!(
+        "{:>14} {:>14} {:>11} {:>10}",
+        "strand post", "std mutex", "batch", "ratio"
+    );
+    let strand = Strand::new(pool.clone());
+    let mutex = Mutex::new(0u64);
+    let [ds, dm] = measure_interleaved(
+        rounds,
+        [
+            ("post", &mut || strand_posts(&strand)),
+            ("std mutex", &mut || mutex_increments(&mutex)),
+        ],
+    );
+    let total =
+        |d: Option<Duration>| d.map_or(0, |_| (rounds + 1) as u64 * (POSTERS * POSTS) as u64);
+    assert_eq!(POSTED.load(Relaxed), total(ds));
+    assert_eq!(*mutex.lock().unwrap(), total(dm));
+    println!(
+        "{:>14} {:>14} {:>11.1} {:>10}",
+        ns_per(ds, POSTERS * POSTS),
+        ns_per(dm, POSTERS * POSTS),
+        strand.metrics().mean_batch(),
+        ratio(ds, dm)
+    );
+}

@@ -1,0 +1,182 @@
+//! [`hop_to`] and [`try_hop_to`]: move the running task to another executor
+//! (folly's `TeleportTo`).
+//!
+//! A viaduct task reads the executor it is scheduled on from its
+//! [`TaskInfo`](crate::TaskInfo) every time it is woken. Hopping rewrites
+//! that executor, wakes the task and returns `Pending` once: the wake-up
+//! goes to the new executor, and the task's next poll, where the `await`
+//! returns, runs there.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use crate::executor::{Exec, Executor};
+use crate::task::with_current_task;
+
+/// Moves the current task to `ex`: from its next poll on, the task runs on
+/// `ex`. The returned future completes in that poll, so the code after
+/// `hop_to(&ex).await` runs on `ex`.
+///
+/// It works in any task spawned by viaduct, on any of its executors and
+/// decorators. Hopping into a [`Strand`](crate::Strand) and back out makes
+/// the code between the two hops a critical section (folly's
+/// `TeleportGuard`); see the [module docs](crate::future#hopping-between-executors).
+///
+/// Await it directly in the task (or through combinators that poll it with
+/// the task's own waker, like `join` and `select`): it moves the viaduct
+/// task being polled on this thread, whatever future awaits it.
+///
+/// # Panics
+///
+/// When awaited outside a task spawned by viaduct (in a tokio task, under
+/// [`block_on`](crate::block_on), ...): there is no task to move. Spawn
+/// the future with viaduct ([`ExecutorExt::spawn`](crate::ExecutorExt::spawn),
+/// [`ViaExt::via`](crate::ViaExt::via)), or use [`try_hop_to`] to handle
+/// that case.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, hop_to, ExecutorExt, ThreadPool};
+///
+/// let cpu = ThreadPool::builder().threads(1).name("cpu").build().unwrap();
+/// let io = ThreadPool::builder().threads(1).name("io").build().unwrap();
+/// let io2 = io.clone();
+/// let task = cpu.spawn(async move {
+///     let before = std::thread::current().name().unwrap().to_owned();
+///     hop_to(&io2).await;
+///     let after = std::thread::current().name().unwrap().to_owned();
+///     (before, after)
+/// });
+/// assert_eq!(block_on(task).unwrap(), ("cpu-0".into(), "io-0".into()));
+/// ```
+pub fn hop_to<E: Executor + Clone>(ex: &E) -> Hop {
+    Hop(try_hop_to(ex))
+}
+
+/// Like [`hop_to`], but outside a task spawned by viaduct it resolves to
+/// [`HopError`] instead of panicking, and the caller stays where it is.
+///
+/// # Errors
+///
+/// [`HopError`] when awaited outside a task spawned by viaduct.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, try_hop_to, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(1).build().unwrap();
+/// // `block_on` runs the future on this thread, not in a task: nothing to move.
+/// let hopped = block_on(try_hop_to(&pool));
+/// assert!(hopped.is_err());
+/// ```
+pub fn try_hop_to<E: Executor + Clone>(ex: &E) -> TryHop {
+    TryHop {
+        target: Some(ex.to_exec()),
+    }
+}
+
+/// The future of [`hop_to`].
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::future::Hop;
+/// use viaduct::{block_on, hop_to, ExecutorExt, ThreadPool};
+///
+/// let cpu = ThreadPool::builder().threads(1).name("cpu").build().unwrap();
+/// let io = ThreadPool::builder().threads(1).name("io").build().unwrap();
+/// let here = || std::thread::current().name().unwrap().to_owned();
+/// let names = cpu.spawn(async move {
+///     let before = here();
+///     let hop: Hop = hop_to(&io);
+///     hop.await;
+///     (before, here())
+/// });
+/// assert_eq!(block_on(names).unwrap(), ("cpu-0".to_owned(), "io-0".to_owned()));
+/// ```
+#[must_use = "futures do nothing unless awaited: the task does not move until this is"]
+#[derive(Debug)]
+pub struct Hop(TryHop);
+
+impl Future for Hop {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match ready!(Pin::new(&mut self.0).poll(cx)) {
+            Ok(()) => Poll::Ready(()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// The future of [`try_hop_to`].
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::future::TryHop;
+/// use viaduct::{block_on, try_hop_to, ExecutorExt, ThreadPool};
+///
+/// let cpu = ThreadPool::builder().threads(1).name("cpu").build().unwrap();
+/// let io = ThreadPool::builder().threads(1).name("io").build().unwrap();
+/// let name = cpu.spawn(async move {
+///     let hop: TryHop = try_hop_to(&io);
+///     hop.await.unwrap(); // inside a viaduct task, so the task can move
+///     std::thread::current().name().unwrap().to_owned()
+/// });
+/// assert_eq!(block_on(name).unwrap(), "io-0");
+/// ```
+#[must_use = "futures do nothing unless awaited: the task does not move until this is"]
+#[derive(Debug)]
+pub struct TryHop {
+    /// `Some` until the task has been moved.
+    target: Option<Exec>,
+}
+
+impl Future for TryHop {
+    type Output = Result<(), HopError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // The second poll is the first one on the target executor.
+        let Some(target) = self.target.take() else {
+            return Poll::Ready(Ok(()));
+        };
+        let moved = with_current_task(|task| task.map(|task| task.set_executor(target)));
+        if moved.is_none() {
+            return Poll::Ready(Err(HopError(())));
+        }
+        // The task reads its new executor when this wake-up schedules it.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// [`try_hop_to`] was awaited outside a task spawned by viaduct, so there
+/// was no task to move.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, try_hop_to, Inline};
+///
+/// let err = block_on(try_hop_to(&Inline)).unwrap_err();
+/// assert!(err.to_string().contains("try_hop_to"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HopError(());
+
+impl fmt::Display for HopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "viaduct::hop_to awaited outside a task spawned by viaduct, so there is no task \
+             to move: spawn the future on a viaduct executor (`ex.spawn(fut)` or \
+             `fut.via(&ex)`), or use `try_hop_to` and handle this error",
+        )
+    }
+}
+
+impl std::error::Error for HopError {}

@@ -1,0 +1,267 @@
+//! Continuations on a [`JoinHandle`]: [`then`](JoinHandle::then),
+//! [`then_try`](JoinHandle::then_try), [`then_async`](JoinHandle::then_async)
+//! and [`via`](JoinHandle::via).
+//!
+//! Each step of a chain is a task of its own that awaits the step before it,
+//! so a step runs wherever its executor runs tasks, and on [`Inline`] it
+//! runs inside the wake-up that the previous step's completion sends, on the
+//! thread that completed it.
+//!
+//! # Ground rules
+//!
+//! 1. A step's task owns the handle of the step before it, in a [`Link`] it
+//!    shares with its own handle (as `JoinHandle::upstream`). The link's slot
+//!    is the only way to reach the earlier handle.
+//! 2. The step empties the slot as soon as it has the earlier step's result.
+//!    A finished prefix of a chain is therefore freed step by step, and no
+//!    drop ever follows more than one link: a million-step chain never
+//!    recurses when it is freed.
+//! 3. Aborting a step (its handle's `abort`, or its task's future dropped
+//!    before it finished) empties the links before it one at a time, in a
+//!    loop, aborting each earlier handle found there. The walk stops at an
+//!    empty slot: that step already had its input (so everything before it
+//!    has finished) or was cut already. Every step not yet started is
+//!    cancelled before `abort` returns, in constant stack.
+//! 4. A step that finds its slot empty was aborted from downstream: it ends
+//!    with [`TaskError::Cancelled`], which nobody reads.
+//! 5. Dropping a handle (detaching) never cancels anything: the chain runs to
+//!    its end.
+//!
+//! [`Inline`]: crate::Inline
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+
+use crate::executor::Executor;
+use crate::loom::lock_std;
+use crate::task::{spawn_fallible, JoinHandle, TaskError};
+
+/// The step before a continuation, type-erased, as its handle holds it so
+/// that `abort` can cancel it.
+pub(crate) struct Upstream(Arc<dyn AbortStep>);
+
+/// A [`Link`] with its value type erased.
+trait AbortStep: Send + Sync {
+    /// [`Link::cut`].
+    fn abort_step(&self) -> Option<Upstream>;
+}
+
+/// Cancels the steps before a continuation that have not started, walking
+/// the chain back in a loop (ground rule 3).
+pub(crate) fn abort_chain(mut next: Option<Upstream>) {
+    while let Some(Upstream(link)) = next {
+        next = link.abort_step();
+    }
+}
+
+/// The handle of the step before, shared between the step's task (which
+/// awaits it) and the step's handle (which may abort it).
+struct Link<T> {
+    slot: Mutex<Option<JoinHandle<T>>>,
+}
+
+impl<T> Link<T> {
+    /// Aborts the handle in this link, if it is still there, and hands back
+    /// the link before it.
+    fn cut(&self) -> Option<Upstream> {
+        // Taken out, so the lock is not held while aborting runs other code
+        // (on `Inline`, cancelling a task drops its future right here).
+        let mut handle = lock_std(&self.slot).take()?;
+        let before = handle.upstream.take();
+        handle.abort();
+        before
+    }
+}
+
+impl<T: Send> AbortStep for Link<T> {
+    fn abort_step(&self) -> Option<Upstream> {
+        self.cut()
+    }
+}
+
+/// The future a step's task awaits first: the result of the step before.
+struct Previous<T> {
+    link: Arc<Link<T>>,
+}
+
+impl<T> Future for Previous<T> {
+    type Output = Result<T, TaskError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut slot = lock_std(&self.link.slot);
+        let Some(handle) = slot.as_mut() else {
+            return Poll::Ready(Err(TaskError::Cancelled));
+        };
+        let result = ready!(Pin::new(handle).poll(cx));
+        // Emptied for good (ground rule 2), and freed unlocked: freeing it
+        // drops its own link to the step before.
+        let spent = slot.take();
+        drop(slot);
+        drop(spent);
+        Poll::Ready(result)
+    }
+}
+
+impl<T> Drop for Previous<T> {
+    fn drop(&mut self) {
+        // Dropped before it had the result: this step was cancelled, and so
+        // is the work feeding it. After the result the slot is empty and
+        // this stops at once.
+        abort_chain(self.link.cut());
+    }
+}
+
+impl<T: Send + 'static> JoinHandle<T> {
+    /// Runs `f` on the task's value once it is ready, as a new task; the
+    /// handle returned resolves to what `f` returns (folly `thenValue`).
+    ///
+    /// The new task runs on this handle's executor: the one chosen with
+    /// [`via`](JoinHandle::via), else the one this task is on when `then`
+    /// is called (where it was spawned, or where it
+    /// [hopped](crate::hop_to)). On [`Inline`](crate::Inline) it runs on
+    /// the thread that completed this task, right as it completes.
+    ///
+    /// If this task ends in an error, `f` is not called and the error
+    /// travels on: every later `then` and `then_async` is skipped, and the
+    /// first [`then_try`](JoinHandle::then_try) sees it. A panic in `f`
+    /// becomes [`TaskError::Panicked`] the same way. If the executor
+    /// refuses the new task, its handle resolves to
+    /// [`TaskError::Rejected`] and this task runs on, detached. On a full
+    /// bounded pool `then` waits for room, as
+    /// [`spawn`](crate::ExecutorExt::spawn) does.
+    ///
+    /// Dropping the returned handle detaches the whole chain, which still
+    /// runs; [`abort`](JoinHandle::abort) on it cancels every step that
+    /// has not started.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(2).build().unwrap();
+    /// let len = pool.run(|| "seven".to_owned()).then(|s| s.len()).then(|n| n + 2);
+    /// assert_eq!(block_on(len).unwrap(), 7);
+    /// ```
+    pub fn then<F, U>(self, f: F) -> JoinHandle<U>
+    where
+        F: FnOnce(T) -> U + Send + 'static,
+        U: Send + 'static,
+    {
+        self.chain(|previous| async move { previous.await.map(f) })
+    }
+
+    /// Runs `f` on the task's result, value or error, once it is ready, as
+    /// a new task (folly `thenTry`); the handle returned resolves to what `f`
+    /// returns. Placement as for [`then`](JoinHandle::then).
+    ///
+    /// # Examples
+    ///
+    /// A panic two steps back arrives here with its message:
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let report = pool
+    ///     .run(|| -> u32 { panic!("parse error") })
+    ///     .then(|n| n + 1) // skipped
+    ///     .then_try(|r| match r {
+    ///         Ok(n) => format!("got {n}"),
+    ///         Err(e) => format!("failed: {}", e.panic_message().unwrap()),
+    ///     });
+    /// assert_eq!(block_on(report).unwrap(), "failed: parse error");
+    /// ```
+    pub fn then_try<F, U>(self, f: F) -> JoinHandle<U>
+    where
+        F: FnOnce(Result<T, TaskError>) -> U + Send + 'static,
+        U: Send + 'static,
+    {
+        self.chain(|previous| async move { Ok(f(previous.await)) })
+    }
+
+    /// Like [`then`](JoinHandle::then), for a closure that returns a
+    /// future: the new task runs `f` on the value and then awaits what it
+    /// returns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let cpu = ThreadPool::builder().threads(1).build().unwrap();
+    /// let io = ThreadPool::builder().threads(1).build().unwrap();
+    /// let io2 = io.clone();
+    /// let stored = cpu
+    ///     .run(|| vec![3, 1, 2])
+    ///     .then_async(move |v| {
+    ///         // A step may start more work and await it.
+    ///         let write = io2.run(move || v.len());
+    ///         async move { write.await.unwrap() }
+    ///     });
+    /// assert_eq!(block_on(stored).unwrap(), 3);
+    /// ```
+    pub fn then_async<F, Fut>(self, f: F) -> JoinHandle<Fut::Output>
+    where
+        F: FnOnce(T) -> Fut + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.chain(|previous| async move {
+            match previous.await {
+                Ok(v) => Ok(f(v).await),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// Chooses the executor for the continuations that follow (folly
+    /// `via`). Continuations chained after theirs run where they run, until
+    /// the next `via`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let cpu = ThreadPool::builder().threads(1).name("cpu").build().unwrap();
+    /// let io = ThreadPool::builder().threads(1).name("io").build().unwrap();
+    /// let thread = || std::thread::current().name().unwrap().to_owned();
+    /// let names = cpu
+    ///     .run(move || vec![thread()])
+    ///     .via(&io)
+    ///     .then(move |mut v| { v.push(thread()); v })
+    ///     .then(move |mut v| { v.push(thread()); v });
+    /// assert_eq!(block_on(names).unwrap(), ["cpu-0", "io-0", "io-0"]);
+    /// ```
+    pub fn via<E: Executor + Clone>(mut self, ex: &E) -> JoinHandle<T> {
+        self.next = Some(ex.to_exec());
+        self
+    }
+
+    /// Spawns the next step: `step` turns the future of this task's result
+    /// into the step's body.
+    fn chain<S, Fut, U>(self, step: S) -> JoinHandle<U>
+    where
+        S: FnOnce(Previous<T>) -> Fut,
+        Fut: Future<Output = Result<U, TaskError>> + Send + 'static,
+        U: Send + 'static,
+    {
+        let ex = self.executor();
+        let admission = match ex.admit() {
+            Ok(admission) => admission,
+            // `self` is dropped here, unlinked: the work already under way
+            // runs on, detached (ground rule 5).
+            Err(reason) => return JoinHandle::failed(TaskError::Rejected(reason), ex),
+        };
+        let link = Arc::new(Link {
+            slot: Mutex::new(Some(self)),
+        });
+        let previous = Previous { link: link.clone() };
+        let mut handle = spawn_fallible(ex, step(previous), admission);
+        handle.upstream = Some(Upstream(link));
+        handle
+    }
+}

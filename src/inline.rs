@@ -1,0 +1,75 @@
+//! [`Inline`]: run on the thread that schedules.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::{Arc, LazyLock};
+
+use crate::executor::{impl_spawn, Exec, Executor};
+use crate::task::Runnable;
+
+/// Runs each runnable right away, on the thread that schedules it.
+///
+/// Re-entrant scheduling (a task that wakes itself, a continuation completing
+/// another) goes through a per-thread trampoline: the outermost `schedule`
+/// on a thread runs a loop and the nested ones only queue, so a
+/// million-step chain runs in constant stack.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, ExecutorExt, Inline};
+///
+/// let here = std::thread::current().id();
+/// let h = Inline.run(move || std::thread::current().id() == here);
+/// assert!(h.is_finished()); // it already ran, inside `run`
+/// assert!(block_on(h).unwrap());
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Inline;
+
+thread_local! {
+    /// `Some` while an outermost `Inline::schedule` runs on this thread.
+    static TRAMPOLINE: RefCell<Option<VecDeque<Runnable>>> = const { RefCell::new(None) };
+}
+
+/// Clears the trampoline even if a runnable unwinds, so the thread's next
+/// `schedule` starts a fresh loop; runnables still queued are dropped,
+/// which cancels their tasks.
+struct Exit;
+
+impl Drop for Exit {
+    fn drop(&mut self) {
+        let left = TRAMPOLINE.with(|t| t.borrow_mut().take());
+        drop(left);
+    }
+}
+
+impl Executor for Inline {
+    fn schedule(&self, runnable: Runnable) {
+        let nested = TRAMPOLINE.with(|t| match &mut *t.borrow_mut() {
+            Some(queue) => {
+                queue.push_back(runnable);
+                None
+            }
+            slot @ None => {
+                *slot = Some(VecDeque::new());
+                Some(runnable)
+            }
+        });
+        let Some(first) = nested else { return };
+        let _exit = Exit;
+        first.run();
+        while let Some(next) =
+            TRAMPOLINE.with(|t| t.borrow_mut().as_mut().and_then(VecDeque::pop_front))
+        {
+            next.run();
+        }
+    }
+
+    fn to_exec(&self) -> Exec {
+        static INLINE: LazyLock<Exec> = LazyLock::new(|| Exec(Arc::new(Inline)));
+        INLINE.clone()
+    }
+}
+
+impl_spawn!(Inline);

@@ -1,0 +1,151 @@
+//! Small end-to-end runs through every path that has `unsafe` code (task
+//! metadata and projection, the pool's worker context and stack jobs, the
+//! strand's intrusive queue and lock hand-off, the timer wheel), sized so
+//! that `cargo +nightly miri test --lib` finishes in minutes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::time::Timer;
+use crate::{
+    block_on, hop_to, ExecutorExt, Guarded, Inline, KeyedStrands, ManualExecutor, PriorityExecutor,
+    Strand, TaskError, ThreadPool, TimedExt,
+};
+
+fn pool(threads: usize) -> ThreadPool {
+    ThreadPool::builder()
+        .threads(threads)
+        .name("miri")
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn tasks_handles_and_panics() {
+    let p = pool(2);
+    let handles: Vec<_> = (0..8).map(|i| p.spawn(async move { i * 2 })).collect();
+    let sum: i32 = handles.into_iter().map(|h| block_on(h).unwrap()).sum();
+    assert_eq!(sum, 56);
+    let err = block_on(p.run(|| -> u8 { panic!("miri panic") })).unwrap_err();
+    assert_eq!(err.panic_message(), Some("miri panic"));
+    let mut aborted = p.spawn(futures::future::pending::<()>());
+    aborted.abort();
+    assert!(matches!(block_on(aborted), Err(TaskError::Cancelled)));
+    assert_eq!(block_on(Inline.run(|| 5)).unwrap(), 5);
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn fork_join_and_block_on_inside_the_pool() {
+    fn fib(p: &ThreadPool, n: u64) -> u64 {
+        if n < 2 {
+            return n;
+        }
+        let (a, b) = p.join(|| fib(p, n - 1), || fib(p, n - 2));
+        a + b
+    }
+    let p = pool(2);
+    assert_eq!(fib(&p, 8), 21);
+    let inner = p.clone();
+    let parent = p.spawn(async move {
+        let kids: Vec<_> = (0..4).map(|i| inner.run(move || i)).collect();
+        kids.into_iter().map(|k| block_on(k).unwrap()).sum::<i32>()
+    });
+    assert_eq!(block_on(parent).unwrap(), 6);
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn continuations_and_hops() {
+    let (a, b) = (pool(1), pool(1));
+    let chain = a
+        .run(|| 1)
+        .then(|x| x + 1)
+        .via(&b)
+        .then(|x| x * 10)
+        .via(&Inline)
+        .then(|x| x + 1);
+    assert_eq!(block_on(chain).unwrap(), 21);
+    let target = b.clone();
+    let hopped = a.spawn(async move {
+        hop_to(&target).await;
+        ThreadPool::current().unwrap().same_pool(&target)
+    });
+    assert!(block_on(hopped).unwrap());
+    a.shutdown().unwrap();
+    b.shutdown().unwrap();
+}
+
+#[test]
+fn strands_guarded_keyed_and_priorities() {
+    let p = pool(2);
+    let strand = Strand::new(p.clone());
+    let count = Arc::new(AtomicUsize::new(0));
+    for _ in 0..16 {
+        let count = count.clone();
+        strand.post(move || {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    let c = count.clone();
+    assert_eq!(
+        block_on(strand.run(move || c.load(Ordering::Relaxed))).unwrap(),
+        16
+    );
+
+    let guarded = Guarded::new(p.clone(), 0u32);
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let g = guarded.clone();
+            p.spawn(async move {
+                for _ in 0..4 {
+                    *g.lock().await += 1;
+                }
+                g.with(|v| *v += 1).await.unwrap();
+            })
+        })
+        .collect();
+    for t in tasks {
+        block_on(t).unwrap();
+    }
+    assert_eq!(block_on(guarded.with(|v| *v)).unwrap(), 20);
+
+    let keyed = KeyedStrands::new(p.clone());
+    let hs: Vec<_> = (0..6)
+        .map(|i| keyed.spawn(i % 2, async move { i }))
+        .collect();
+    assert_eq!(
+        hs.into_iter().map(|h| block_on(h).unwrap()).sum::<i32>(),
+        15
+    );
+
+    let manual = ManualExecutor::new();
+    let prio = PriorityExecutor::new(manual.clone());
+    let low = prio.spawn_with(1, async { "low" });
+    let high = prio.spawn_with(9, async { "high" });
+    manual.run_at_most_one();
+    assert!(high.is_finished() && !low.is_finished());
+    manual.run_until_idle();
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn timers_fire_and_cancel() {
+    let timer = Timer::manual();
+    let ex = ManualExecutor::new();
+    let fired = timer.execute_after(&ex, Duration::from_millis(5), || 1);
+    let mut cancelled = timer.execute_after(&ex, Duration::from_millis(5), || 2);
+    assert!(cancelled.cancel());
+    timer.advance(Duration::from_millis(5));
+    ex.run_until_idle();
+    assert_eq!(block_on(fired).unwrap(), 1);
+    assert!(block_on(cancelled).unwrap_err().is_cancelled());
+    assert_eq!(timer.pending(), 0);
+    let p = pool(1);
+    assert_eq!(
+        block_on(p.execute_after(Duration::from_millis(1), || 3)).unwrap(),
+        3
+    );
+    p.shutdown().unwrap();
+}

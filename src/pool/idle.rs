@@ -1,0 +1,368 @@
+//! Sleeping and waking workers.
+//!
+//! # Ground rules
+//!
+//! - A worker is in one of three states: *busy* (running or about to run a
+//!   task it found), *searching* (out of local work, looking at the injector
+//!   and the other workers' queues) or *sleeping* (on the sleepers list,
+//!   parked).
+//! - `searching` counts searching workers; `sleeping` counts workers on the
+//!   sleepers list and changes only under the list's lock.
+//! - Whoever makes work visible to other workers calls [`Idle::notify_one`]
+//!   after the push. It wakes a sleeper only when nobody is searching: a
+//!   searcher will find the work, and a searcher that finds work and was the
+//!   last one wakes a successor (see [`Idle::stop_searching`]), so a burst
+//!   of pushes costs one wake-up, not one per push.
+//! - A notifier that wakes a sleeper counts it as searching *for* it, under
+//!   the lock, so two notifiers never both see "nobody searching" and wake
+//!   two workers for one task.
+//!
+//! # Why no wake-up is lost
+//!
+//! A worker goes to sleep in this order: put itself on the sleepers list
+//! (`sleeping += 1`), stop searching (`searching -= 1`), then look at every
+//! queue once more. A notifier pushes, then reads `searching` and
+//! `sleeping`. All four accesses are `SeqCst`, so in their single total
+//! order either the worker's last look comes after the push (it sees the
+//! work and does not park), or the notifier's reads come after the worker's
+//! updates: it sees `searching == 0` (or another searcher, who re-checks the
+//! same way) and `sleeping > 0`, and wakes someone. The loom models at the
+//! end of this module check this.
+//!
+//! Parking itself is a flag per worker plus std's thread parking: the flag
+//! makes an unpark that comes before the park count.
+
+#[cfg(not(loom))]
+use crate::loom::AtomicBool;
+use crate::loom::{fence, AtomicUsize, Mutex, Ordering::SeqCst};
+
+pub(crate) struct Idle {
+    searching: AtomicUsize,
+    sleeping: AtomicUsize,
+    sleepers: Mutex<Vec<usize>>,
+    parkers: Box<[Parker]>,
+}
+
+impl Idle {
+    pub(crate) fn new(workers: usize) -> Idle {
+        Idle {
+            searching: AtomicUsize::new(0),
+            sleeping: AtomicUsize::new(0),
+            sleepers: Mutex::new(Vec::with_capacity(workers)),
+            parkers: (0..workers).map(|_| Parker::new()).collect(),
+        }
+    }
+
+    fn sleepers(&self) -> crate::loom::MutexGuard<'_, Vec<usize>> {
+        crate::loom::lock(&self.sleepers)
+    }
+
+    /// Called after making work visible to all workers: wakes a sleeping
+    /// worker unless one is already searching or none is asleep.
+    pub(crate) fn notify_one(&self) {
+        fence(SeqCst);
+        if self.searching.load(SeqCst) != 0 || self.sleeping.load(SeqCst) == 0 {
+            return;
+        }
+        let mut sleepers = self.sleepers();
+        if self.searching.load(SeqCst) != 0 {
+            return;
+        }
+        if let Some(i) = sleepers.pop() {
+            self.sleeping.fetch_sub(1, SeqCst);
+            self.searching.fetch_add(1, SeqCst);
+            drop(sleepers);
+            self.parkers[i].unpark();
+        }
+    }
+
+    /// Wakes every sleeping worker (close, shutdown): each re-checks whether
+    /// it should exit.
+    pub(crate) fn notify_all(&self) {
+        let mut sleepers = self.sleepers();
+        let woken: Vec<usize> = sleepers.drain(..).collect();
+        self.sleeping.fetch_sub(woken.len(), SeqCst);
+        self.searching.fetch_add(woken.len(), SeqCst);
+        drop(sleepers);
+        for i in woken {
+            self.parkers[i].unpark();
+        }
+    }
+
+    /// The calling worker ran out of local work and starts looking.
+    pub(crate) fn start_searching(&self) {
+        self.searching.fetch_add(1, SeqCst);
+    }
+
+    /// The calling worker stops searching. Returns `true` if it was the
+    /// last searcher: it found work, so there may be more, and it should
+    /// call [`notify_one`](Idle::notify_one) to pass the search on.
+    #[must_use]
+    pub(crate) fn stop_searching(&self) -> bool {
+        self.searching.fetch_sub(1, SeqCst) == 1
+    }
+
+    /// Searching worker `i`, having found nothing, goes on the sleepers
+    /// list and stops searching. It must then look at every queue once
+    /// more, and either [`cancel_sleep`](Idle::cancel_sleep) or
+    /// [`park`](Idle::park).
+    pub(crate) fn announce_sleep(&self, i: usize) {
+        let mut sleepers = self.sleepers();
+        debug_assert!(!sleepers.contains(&i), "worker {i} is already asleep");
+        sleepers.push(i);
+        self.sleeping.fetch_add(1, SeqCst);
+        drop(sleepers);
+        self.searching.fetch_sub(1, SeqCst);
+        // Pairs with the fence in `notify_one`: the last look at the queues
+        // (plain acquire loads inside crossbeam) must not be ordered before
+        // the updates above.
+        fence(SeqCst);
+    }
+
+    /// Takes worker `i` off the sleepers list. Returns [`Woken::ByNotify`]
+    /// if a notifier took it off first: the notifier counted it as
+    /// searching, so it is searching now.
+    pub(crate) fn cancel_sleep(&self, i: usize) -> Woken {
+        let mut sleepers = self.sleepers();
+        match sleepers.iter().position(|&j| j == i) {
+            Some(at) => {
+                sleepers.swap_remove(at);
+                self.sleeping.fetch_sub(1, SeqCst);
+                Woken::Directly
+            }
+            None => Woken::ByNotify,
+        }
+    }
+
+    /// Parks worker `i` until it is unparked (by a notifier, or directly).
+    pub(crate) fn park(&self, i: usize) {
+        self.parkers[i].park();
+    }
+
+    /// Wakes worker `i` whether or not it is on the sleepers list (the
+    /// waker of a `block_on` future, the latch of a stolen `join` half).
+    pub(crate) fn unpark(&self, i: usize) {
+        self.parkers[i].unpark();
+    }
+
+    /// `(searching, sleeping)`, for the loom models.
+    #[cfg(loom)]
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        (self.searching.load(SeqCst), self.sleeping.load(SeqCst))
+    }
+}
+
+/// How a worker left the sleepers list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Woken {
+    /// It took itself off: it is not searching.
+    Directly,
+    /// A notifier took it off and counted it as searching.
+    ByNotify,
+}
+
+/// One worker's park/unpark: a flag, so an unpark that comes first is not
+/// lost, and the worker's thread to wake.
+///
+/// It sleeps on std's thread parking (a futex on Linux), not on an
+/// `event-listener` event: an event wakes its listener while holding the
+/// lock of its list, which the woken thread must take too, so on a busy CPU
+/// every wake-up cost three context switches instead of one. That tripled
+/// the cost of every hand-off between executors (BENCHMARKS.md,
+/// continuations).
+#[cfg(not(loom))]
+struct Parker {
+    notified: AtomicBool,
+    /// The worker's thread, set by its first `park`.
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+#[cfg(not(loom))]
+impl Parker {
+    fn new() -> Parker {
+        Parker {
+            notified: AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn unpark(&self) {
+        self.notified.store(true, SeqCst);
+        // Pairs with the fence in `park`: either this sees the thread, or
+        // the worker's first look at `notified` comes after the store.
+        fence(SeqCst);
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
+
+    fn park(&self) {
+        let thread = self.thread.get_or_init(std::thread::current);
+        debug_assert_eq!(
+            thread.id(),
+            std::thread::current().id(),
+            "a worker parks only itself"
+        );
+        fence(SeqCst);
+        // A `thread::park` may return spuriously; the flag tells.
+        while !self.notified.swap(false, SeqCst) {
+            std::thread::park();
+        }
+    }
+}
+
+/// The loom stand-in for the parker above: the same flag semantics, on a
+/// mutex and condvar loom can see (event-listener's internals are not what
+/// these models check).
+#[cfg(loom)]
+struct Parker {
+    notified: Mutex<bool>,
+    cvar: crate::loom::Condvar,
+}
+
+#[cfg(loom)]
+impl Parker {
+    fn new() -> Parker {
+        Parker {
+            notified: Mutex::new(false),
+            cvar: crate::loom::Condvar::new(),
+        }
+    }
+
+    fn unpark(&self) {
+        *crate::loom::lock(&self.notified) = true;
+        self.cvar.notify_one();
+    }
+
+    fn park(&self) {
+        let mut notified = crate::loom::lock(&self.notified);
+        while !*notified {
+            notified = self.cvar.wait(notified).unwrap();
+        }
+        *notified = false;
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom::Arc;
+    use loom::thread;
+
+    /// One worker goes to sleep while a producer pushes one unit of work:
+    /// the work is always found, never stranded with the worker asleep.
+    #[test]
+    fn no_lost_wakeup() {
+        loom::model(|| {
+            let idle = Arc::new(Idle::new(1));
+            let work = Arc::new(AtomicUsize::new(0));
+            idle.start_searching();
+
+            let producer = {
+                let (idle, work) = (idle.clone(), work.clone());
+                thread::spawn(move || {
+                    work.fetch_add(1, SeqCst);
+                    idle.notify_one();
+                })
+            };
+
+            // The worker: one search, then the sleep protocol, until it has
+            // taken the unit of work.
+            let mut searching = true;
+            loop {
+                if work.swap(0, SeqCst) == 1 {
+                    if searching {
+                        let _ = idle.stop_searching();
+                    }
+                    break;
+                }
+                if !searching {
+                    idle.start_searching();
+                    searching = true;
+                    continue;
+                }
+                idle.announce_sleep(0);
+                searching = false;
+                if work.load(SeqCst) != 0 {
+                    if idle.cancel_sleep(0) == Woken::ByNotify {
+                        searching = true;
+                    }
+                    continue;
+                }
+                idle.park(0);
+                if idle.cancel_sleep(0) == Woken::ByNotify {
+                    searching = true;
+                }
+            }
+            producer.join().unwrap();
+            assert_eq!(idle.counts(), (0, 0));
+        });
+    }
+
+    /// Two sleepers and two producers: both units of work are taken.
+    #[test]
+    fn two_workers_two_pushes() {
+        loom::model(|| {
+            let idle = Arc::new(Idle::new(2));
+            let work = Arc::new(AtomicUsize::new(0));
+            let done = Arc::new(AtomicUsize::new(0));
+            let mut threads = Vec::new();
+            for _ in 0..2 {
+                let (idle, work) = (idle.clone(), work.clone());
+                threads.push(thread::spawn(move || {
+                    work.fetch_add(1, SeqCst);
+                    idle.notify_one();
+                }));
+            }
+            let worker =
+                |i: usize, idle: Arc<Idle>, work: Arc<AtomicUsize>, done: Arc<AtomicUsize>| {
+                    idle.start_searching();
+                    let mut searching = true;
+                    while done.load(SeqCst) < 2 {
+                        let n = work.load(SeqCst);
+                        if n > 0 && work.compare_exchange(n, n - 1, SeqCst, SeqCst).is_ok() {
+                            done.fetch_add(1, SeqCst);
+                            // As the pool does: the last searcher to find
+                            // work wakes another only if more work is visible.
+                            if searching && idle.stop_searching() {
+                                fence(SeqCst);
+                                if work.load(SeqCst) > 0 {
+                                    idle.notify_one();
+                                }
+                            }
+                            searching = false;
+                            continue;
+                        }
+                        if !searching {
+                            idle.start_searching();
+                            searching = true;
+                            continue;
+                        }
+                        idle.announce_sleep(i);
+                        if work.load(SeqCst) != 0 || done.load(SeqCst) == 2 {
+                            searching = idle.cancel_sleep(i) == Woken::ByNotify;
+                            continue;
+                        }
+                        idle.park(i);
+                        searching = idle.cancel_sleep(i) == Woken::ByNotify;
+                    }
+                    if searching {
+                        let _ = idle.stop_searching();
+                    }
+                    // Whoever takes the last unit wakes the other worker to exit.
+                    idle.notify_all();
+                };
+            let w1 = {
+                let (idle, work, done) = (idle.clone(), work.clone(), done.clone());
+                thread::spawn(move || worker(1, idle, work, done))
+            };
+            worker(0, idle.clone(), work.clone(), done.clone());
+            w1.join().unwrap();
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert_eq!(done.load(SeqCst), 2);
+        });
+    }
+}

@@ -1,0 +1,1114 @@
+//! [`ThreadPool`]: the work-stealing pool, viaduct's default executor.
+//!
+//! The design note is `src/pool/README.md`; in short: per-worker
+//! `crossbeam-deque` queues (a FIFO one for tasks, a LIFO one for `join`
+//! halves) plus a global injector, a LIFO slot for the task a worker just
+//! woke, batch stealing, an injector check every 61 ticks, and idle workers
+//! parked on a flag and std's thread parking (see `idle.rs`).
+//!
+//! # Shutdown
+//!
+//! 1. `close()` flips the state to closed: admission refuses new tasks, but
+//!    wake-ups of accepted ones are still scheduled and run.
+//! 2. Every accepted task holds an [`Admission`]; when the last one is
+//!    dropped in a closed pool, or when `shutdown_now()` flips the state to
+//!    stopping, every worker is woken and exits once it finds no work (or,
+//!    when stopping, right after its current job).
+//! 3. The last worker to exit marks the pool terminated and drains the
+//!    queues: task runnables are dropped (their handles say `Cancelled`),
+//!    `join` halves are run, because a thread is waiting for them.
+//! 4. A runnable scheduled after that is dropped by `schedule` itself; the
+//!    check comes after the push, so a push racing the drain is never
+//!    stranded.
+//!
+//! # Examples
+//!
+//! The shutdown steps from the outside: a closed pool refuses new work,
+//! finishes what it accepted, then its workers exit.
+//!
+//! ```
+//! use viaduct::pool::Builder;
+//! use viaduct::{block_on, ExecutorExt, RejectReason, ThreadPool};
+//!
+//! let pool: ThreadPool = Builder::default().threads(2).name("cpu").build().unwrap();
+//! let accepted: Vec<_> = (0..4).map(|i| pool.run(move || i * 10)).collect();
+//! pool.close();
+//! assert_eq!(pool.try_execute(|| ()).unwrap_err().reason(), RejectReason::Closed);
+//! pool.join_workers().unwrap();
+//! let results: Vec<i32> = accepted.into_iter().map(|h| block_on(h).unwrap()).collect();
+//! assert_eq!(results, [0, 10, 20, 30]);
+//! ```
+
+mod idle;
+mod job;
+mod worker;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread;
+
+use crossbeam_deque::{Injector, Stealer};
+use crossbeam_utils::CachePadded;
+use event_listener::{Event, Listener};
+
+use crate::executor::{impl_spawn, Admission, Exec, Executor, Tracker};
+use crate::task::{PanicPayload, RejectReason, Runnable};
+use job::Job;
+pub(crate) use worker::{with_worker, WorkerCtx};
+
+type Hook = Arc<dyn Fn() + Send + Sync>;
+type PanicHandler = Arc<dyn Fn(PanicPayload) + Send + Sync>;
+
+const OPEN: u8 = 0;
+const CLOSED: u8 = 1;
+const STOPPING: u8 = 2;
+
+/// A work-stealing thread pool.
+///
+/// Cheap to clone: every clone is a handle to the same pool. Dropping the
+/// last handle closes the pool; its workers finish what was accepted and
+/// exit.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, ExecutorExt, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(2).name("cpu").build().unwrap();
+/// let handles: Vec<_> = (0..10).map(|i| pool.spawn(async move { i * i })).collect();
+/// let sum: i32 = handles.into_iter().map(|h| block_on(h).unwrap()).sum();
+/// assert_eq!(sum, 285);
+/// pool.shutdown().unwrap();
+/// ```
+pub struct ThreadPool {
+    shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    name: String,
+    injector: Injector<Job>,
+    stealers: Box<[Stealer<Job>]>,
+    fork_stealers: Box<[Stealer<job::JobRef>]>,
+    idle: idle::Idle,
+    state: AtomicU8,
+    terminated: std::sync::atomic::AtomicBool,
+    /// Tasks admitted, ever. With `finished`, gives the live count; the two
+    /// live on separate cache lines because spawners write one and workers
+    /// the other.
+    spawned: CachePadded<AtomicU64>,
+    finished: CachePadded<AtomicU64>,
+    max_pending: Option<u64>,
+    /// Notified when a bounded pool frees a slot; workers waiting for room
+    /// are on `room_waiters` instead, to be unparked.
+    room: Event,
+    room_waiters: Mutex<Vec<usize>>,
+    stats: Box<[CachePadded<WorkerStats>]>,
+    /// User-visible `ThreadPool` handles; the last one to drop closes.
+    handles: AtomicUsize,
+    running_workers: AtomicUsize,
+    all_exited: Event,
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    on_start: Option<Hook>,
+    on_stop: Option<Hook>,
+    on_panic: Option<PanicHandler>,
+    /// This very `Shared`, for admissions made through `&self`.
+    me: Weak<Shared>,
+}
+
+#[derive(Default)]
+struct WorkerStats {
+    stolen: AtomicU64,
+    parked: AtomicU64,
+}
+
+impl WorkerStats {
+    /// Only the owning worker writes its stats, so a load and a store do.
+    fn bump(counter: &AtomicU64) {
+        counter.store(counter.load(Relaxed) + 1, Relaxed);
+    }
+}
+
+/// Configures and starts a [`ThreadPool`].
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::ThreadPool;
+///
+/// let pool = ThreadPool::builder()
+///     .threads(4)
+///     .name("cpu")
+///     .stack_size(1 << 20)
+///     .max_pending(10_000)
+///     .on_thread_start(|| println!("{} up", std::thread::current().name().unwrap()))
+///     .build()
+///     .unwrap();
+/// assert_eq!(pool.threads(), 4);
+/// ```
+#[must_use = "a builder does nothing until you call build()"]
+pub struct Builder {
+    threads: Option<usize>,
+    name: String,
+    stack_size: Option<usize>,
+    max_pending: Option<usize>,
+    on_start: Option<Hook>,
+    on_stop: Option<Hook>,
+    on_panic: Option<PanicHandler>,
+}
+
+/// Why [`Builder::build`] failed.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::pool::BuildError;
+/// use viaduct::ThreadPool;
+///
+/// let err = ThreadPool::builder().threads(0).build().unwrap_err();
+/// assert!(matches!(err, BuildError::ZeroThreads));
+/// assert!(err.to_string().contains("at least one thread"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// `threads(0)`: a pool needs at least one thread.
+    ZeroThreads,
+    /// `max_pending(0)`: a bounded pool needs room for at least one task.
+    ZeroMaxPending,
+    /// The operating system refused to start a worker thread.
+    Spawn(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::ZeroThreads => {
+                f.write_str("a thread pool needs at least one thread: use threads(n) with n >= 1")
+            }
+            BuildError::ZeroMaxPending => f.write_str(
+                "max_pending(0) leaves no room for any task: use n >= 1, or leave it unset",
+            ),
+            BuildError::Spawn(e) => write!(f, "could not start a worker thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Spawn(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why a `join` could not wait.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::pool::JoinError;
+/// use viaduct::{block_on, ExecutorExt, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(1).build().unwrap();
+/// let p = pool.clone();
+/// // A worker joining its own pool would wait for itself.
+/// let inside = block_on(pool.run(move || p.join_workers())).unwrap();
+/// assert_eq!(inside, Err(JoinError::OwnThread));
+/// assert_eq!(pool.shutdown(), Ok(())); // from outside it works
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JoinError {
+    /// `join` was called from one of the executor's own threads, which
+    /// would wait for itself forever. Close the executor there and join
+    /// from outside.
+    OwnThread,
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("join called from one of the executor's own threads, which would wait for itself; call close() there and join from another thread")
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+/// A snapshot of a pool's counters; see [`ThreadPool::metrics`].
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, ExecutorExt, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(2).build().unwrap();
+/// for i in 0..10 {
+///     assert_eq!(block_on(pool.run(move || i)).unwrap(), i);
+/// }
+/// pool.shutdown().unwrap();
+/// let m = pool.metrics();
+/// assert_eq!(m.threads, 2);
+/// assert_eq!(m.spawned, 10);
+/// assert_eq!(m.completed, 10);
+/// assert_eq!(m.queued, 0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// Worker threads.
+    pub threads: usize,
+    /// Tasks accepted since the pool started.
+    pub spawned: u64,
+    /// Accepted tasks that are over: finished, panicked or cancelled.
+    pub completed: u64,
+    /// Jobs a worker took from another worker's queue.
+    pub stolen: u64,
+    /// Times a worker went to sleep for lack of work.
+    pub parked: u64,
+    /// Runnables waiting in the queues right now (approximate; a worker's
+    /// LIFO slot is not counted).
+    pub queued: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            threads: None,
+            name: "viaduct".into(),
+            stack_size: None,
+            max_pending: None,
+            on_start: None,
+            on_stop: None,
+            on_panic: None,
+        }
+    }
+}
+
+impl Builder {
+    /// Number of worker threads (default: the available parallelism).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::ThreadPool;
+    ///
+    /// let pool = ThreadPool::builder().threads(3).build().unwrap();
+    /// assert_eq!(pool.threads(), 3);
+    /// ```
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = Some(n);
+        self
+    }
+
+    /// Thread name prefix: workers are `{name}-0`, `{name}-1`, ...
+    /// (default `viaduct`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).name("io").build().unwrap();
+    /// let name = block_on(pool.run(|| std::thread::current().name().map(str::to_owned))).unwrap();
+    /// assert_eq!(name.as_deref(), Some("io-0"));
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Stack size of each worker thread, in bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).stack_size(4 << 20).build().unwrap();
+    /// // A 1 MiB array on the stack fits in a 4 MiB worker stack.
+    /// let sum = pool.run(|| {
+    ///     let big = std::hint::black_box([1u8; 1 << 20]);
+    ///     big.iter().map(|&b| u64::from(b)).sum::<u64>()
+    /// });
+    /// assert_eq!(block_on(sum).unwrap(), 1 << 20);
+    /// ```
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Bounded mode: at most `n` tasks accepted and not yet finished. Past
+    /// that, `try_spawn` returns [`RejectReason::Full`] with the future, and
+    /// `spawn` waits for room (on a worker of this pool, by running tasks).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use viaduct::{block_on, ExecutorExt, RejectReason, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).max_pending(1).build().unwrap();
+    /// let (go, wait) = mpsc::channel::<()>();
+    /// let busy = pool.run(move || wait.recv().unwrap()); // takes the only slot
+    /// let refused = pool.try_spawn(async { 1 }).unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::Full);
+    /// go.send(()).unwrap();
+    /// block_on(busy).unwrap();
+    /// // The slot is free again; `spawn` would also have waited for it.
+    /// assert_eq!(block_on(pool.spawn(refused.into_inner())).unwrap(), 1);
+    /// ```
+    pub fn max_pending(mut self, n: usize) -> Self {
+        self.max_pending = Some(n);
+        self
+    }
+
+    /// Runs on each worker thread when it starts. A panic in it is caught,
+    /// reported like a detached task's panic, and the worker serves anyway.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use viaduct::ThreadPool;
+    ///
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let counter = started.clone();
+    /// let pool = ThreadPool::builder()
+    ///     .threads(2)
+    ///     .on_thread_start(move || {
+    ///         counter.fetch_add(1, Ordering::SeqCst);
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.shutdown().unwrap();
+    /// assert_eq!(started.load(Ordering::SeqCst), 2);
+    /// ```
+    pub fn on_thread_start(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_start = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs on each worker thread just before it exits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use viaduct::ThreadPool;
+    ///
+    /// let stopped = Arc::new(Mutex::new(Vec::new()));
+    /// let log = stopped.clone();
+    /// let pool = ThreadPool::builder()
+    ///     .threads(2)
+    ///     .name("w")
+    ///     .on_thread_stop(move || {
+    ///         let name = std::thread::current().name().unwrap().to_owned();
+    ///         log.lock().unwrap().push(name);
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.shutdown().unwrap();
+    /// let mut names = stopped.lock().unwrap().clone();
+    /// names.sort();
+    /// assert_eq!(names, ["w-0", "w-1"]);
+    /// ```
+    pub fn on_thread_stop(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_stop = Some(Arc::new(f));
+        self
+    }
+
+    /// Receives the panic payload of every task that panicked with nobody
+    /// to hear it: its [`JoinHandle`](crate::JoinHandle) was dropped. Without
+    /// a handler such a panic is dropped after std's panic hook printed it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::sync::Mutex;
+    /// use viaduct::{ExecutorExt, ThreadPool};
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let tx = Mutex::new(tx);
+    /// let pool = ThreadPool::builder()
+    ///     .threads(1)
+    ///     .on_unobserved_panic(move |payload| {
+    ///         let msg = payload.downcast_ref::<&str>().copied().unwrap_or("?");
+    ///         tx.lock().unwrap().send(msg.to_owned()).unwrap();
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.execute(|| panic!("nobody listens")); // the handle is dropped
+    /// assert_eq!(rx.recv().unwrap(), "nobody listens");
+    /// ```
+    pub fn on_unobserved_panic(mut self, f: impl Fn(PanicPayload) + Send + Sync + 'static) -> Self {
+        self.on_panic = Some(Arc::new(f));
+        self
+    }
+
+    /// Starts the pool.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::ZeroThreads`] for `threads(0)`,
+    /// [`BuildError::ZeroMaxPending`] for `max_pending(0)`,
+    /// [`BuildError::Spawn`] if a thread could not be started (the threads
+    /// already started are stopped again).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::pool::BuildError;
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(2).build().unwrap();
+    /// assert_eq!(block_on(pool.run(|| 1 + 1)).unwrap(), 2);
+    ///
+    /// let err = ThreadPool::builder().max_pending(0).build().unwrap_err();
+    /// assert!(matches!(err, BuildError::ZeroMaxPending));
+    /// ```
+    pub fn build(self) -> Result<ThreadPool, BuildError> {
+        let n = match self.threads {
+            Some(0) => return Err(BuildError::ZeroThreads),
+            Some(n) => n,
+            None => thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        if self.max_pending == Some(0) {
+            return Err(BuildError::ZeroMaxPending);
+        }
+        let workers: Vec<_> = (0..n).map(|_| worker::Queues::new()).collect();
+        let shared = Arc::new_cyclic(|me| Shared {
+            me: me.clone(),
+            name: self.name,
+            injector: Injector::new(),
+            stealers: workers.iter().map(|w| w.tasks.stealer()).collect(),
+            fork_stealers: workers.iter().map(|w| w.forks.stealer()).collect(),
+            idle: idle::Idle::new(n),
+            state: AtomicU8::new(OPEN),
+            terminated: Default::default(),
+            spawned: Default::default(),
+            finished: Default::default(),
+            max_pending: self.max_pending.map(|m| m as u64),
+            room: Event::new(),
+            room_waiters: Mutex::new(Vec::new()),
+            stats: (0..n).map(|_| Default::default()).collect(),
+            handles: AtomicUsize::new(1),
+            running_workers: AtomicUsize::new(n),
+            all_exited: Event::new(),
+            threads: Mutex::new(Vec::with_capacity(n)),
+            on_start: self.on_start,
+            on_stop: self.on_stop,
+            on_panic: self.on_panic,
+        });
+        let pool = ThreadPool { shared };
+        for (index, queues) in workers.into_iter().enumerate() {
+            let mut b = thread::Builder::new().name(format!("{}-{index}", pool.shared.name));
+            if let Some(size) = self.stack_size {
+                b = b.stack_size(size);
+            }
+            let shared = pool.shared.clone();
+            match b.spawn(move || worker::run(shared, index, queues)) {
+                Ok(t) => crate::loom::lock_std(&pool.shared.threads).push(t),
+                Err(e) => {
+                    // Workers not started never decrement the count: do it
+                    // for them, then stop the ones that did start.
+                    let missing = n - index;
+                    pool.shared.running_workers.fetch_sub(missing - 1, SeqCst);
+                    pool.shared.worker_exited();
+                    pool.shared.stop();
+                    let _ = pool.join_workers();
+                    return Err(BuildError::Spawn(e));
+                }
+            }
+        }
+        Ok(pool)
+    }
+}
+
+impl ThreadPool {
+    /// A [`Builder`] with default settings.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::ThreadPool;
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// assert_eq!(pool.threads(), 1);
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The pool whose worker thread is calling, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// assert!(ThreadPool::current().is_none());
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let p = pool.clone();
+    /// let inside = pool.run(move || ThreadPool::current().unwrap().same_pool(&p));
+    /// assert!(block_on(inside).unwrap());
+    /// ```
+    pub fn current() -> Option<ThreadPool> {
+        with_worker(|w| w.map(|w| ThreadPool::from_shared(w.shared().clone())))
+    }
+
+    /// The process-wide default pool, built on first use with the default
+    /// settings and threads named `viaduct-N`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let global = ThreadPool::global();
+    /// assert!(global.same_pool(ThreadPool::global())); // built once
+    /// let name = block_on(global.run(|| std::thread::current().name().map(str::to_owned))).unwrap();
+    /// assert!(name.unwrap().starts_with("viaduct-"));
+    /// ```
+    pub fn global() -> &'static ThreadPool {
+        static GLOBAL: std::sync::OnceLock<ThreadPool> = std::sync::OnceLock::new();
+        GLOBAL.get_or_init(|| {
+            ThreadPool::builder()
+                .build()
+                .expect("viaduct: could not start the global thread pool")
+        })
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> ThreadPool {
+        shared.handles.fetch_add(1, Relaxed);
+        ThreadPool { shared }
+    }
+
+    /// `true` if both handles refer to the same pool.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::ThreadPool;
+    ///
+    /// let a = ThreadPool::builder().threads(1).build().unwrap();
+    /// let b = ThreadPool::builder().threads(1).build().unwrap();
+    /// assert!(a.same_pool(&a.clone()));
+    /// assert!(!a.same_pool(&b));
+    /// ```
+    pub fn same_pool(&self, other: &ThreadPool) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Number of worker threads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::ThreadPool;
+    ///
+    /// let pool = ThreadPool::builder().threads(2).build().unwrap();
+    /// assert_eq!(pool.threads(), 2);
+    /// ```
+    pub fn threads(&self) -> usize {
+        self.shared.stats.len()
+    }
+
+    /// Stops accepting new tasks; accepted ones still run to completion.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, RejectReason, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let accepted = pool.run(|| "still runs");
+    /// pool.close();
+    /// assert_eq!(pool.try_execute(|| ()).unwrap_err().reason(), RejectReason::Closed);
+    /// assert_eq!(block_on(accepted).unwrap(), "still runs");
+    /// ```
+    pub fn close(&self) {
+        self.shared.close();
+    }
+
+    /// `true` once the pool is closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::ThreadPool;
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// assert!(!pool.is_closed());
+    /// pool.close();
+    /// assert!(pool.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.load(SeqCst) != OPEN
+    }
+
+    /// Waits until the pool is closed, every accepted task is over, and all
+    /// workers have exited (boost's `join`; renamed because
+    /// [`join`](ThreadPool::join) is fork-join). Does not close the pool
+    /// itself: see [`shutdown`](ThreadPool::shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`JoinError::OwnThread`] when called from one of this pool's
+    /// workers, which would wait for itself.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use viaduct::{ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(2).build().unwrap();
+    /// let done = Arc::new(AtomicUsize::new(0));
+    /// for _ in 0..8 {
+    ///     let done = done.clone();
+    ///     pool.execute(move || {
+    ///         done.fetch_add(1, Ordering::SeqCst);
+    ///     });
+    /// }
+    /// pool.close();
+    /// pool.join_workers().unwrap();
+    /// assert_eq!(done.load(Ordering::SeqCst), 8); // every accepted task ran
+    /// ```
+    pub fn join_workers(&self) -> Result<(), JoinError> {
+        if with_worker(|w| w.is_some_and(|w| Arc::ptr_eq(w.shared(), &self.shared))) {
+            return Err(JoinError::OwnThread);
+        }
+        loop {
+            let listener = self.shared.all_exited.listen();
+            if self.shared.running_workers.load(SeqCst) == 0 {
+                break;
+            }
+            listener.wait();
+        }
+        let threads = std::mem::take(&mut *crate::loom::lock_std(&self.shared.threads));
+        for t in threads {
+            // Worker bodies catch every panic of tasks and hooks.
+            let _ = t.join();
+        }
+        Ok(())
+    }
+
+    /// [`close`](ThreadPool::close), then [`join_workers`](ThreadPool::join_workers).
+    ///
+    /// # Errors
+    ///
+    /// As [`join_workers`](ThreadPool::join_workers); the pool is closed either way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let h = pool.run(|| 7);
+    /// pool.shutdown().unwrap();
+    /// assert!(pool.is_closed());
+    /// assert!(h.is_finished());
+    /// assert_eq!(block_on(h).unwrap(), 7);
+    /// ```
+    pub fn shutdown(&self) -> Result<(), JoinError> {
+        self.close();
+        self.join_workers()
+    }
+
+    /// Closes the pool, cancels every task still queued (their handles
+    /// resolve to [`TaskError::Cancelled`](crate::TaskError::Cancelled)),
+    /// lets running tasks finish their current poll, and joins the workers.
+    /// Tasks woken later are cancelled too.
+    ///
+    /// # Errors
+    ///
+    /// As [`join_workers`](ThreadPool::join_workers); the pool is stopping either way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let (go, wait) = mpsc::channel::<()>();
+    /// let p = pool.clone();
+    /// // Occupy the only worker, then stop the pool from inside it.
+    /// let busy = pool.run(move || {
+    ///     wait.recv().unwrap();
+    ///     p.shutdown_now().is_err() // stops the pool; a worker cannot join itself
+    /// });
+    /// let queued = pool.run(|| "never runs");
+    /// go.send(()).unwrap();
+    /// assert!(block_on(busy).unwrap());
+    /// assert!(block_on(queued).unwrap_err().is_cancelled());
+    /// pool.join_workers().unwrap();
+    /// ```
+    pub fn shutdown_now(&self) -> Result<(), JoinError> {
+        self.shared.stop();
+        self.join_workers()
+    }
+
+    /// Runs one pending task on the calling thread. Returns whether one ran.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let (started_tx, started) = mpsc::channel();
+    /// let (go, wait) = mpsc::channel::<()>();
+    /// let busy = pool.run(move || {
+    ///     started_tx.send(()).unwrap();
+    ///     wait.recv().unwrap()
+    /// });
+    /// started.recv().unwrap(); // the only worker is busy now
+    /// let here = pool.run(|| std::thread::current().name().map(str::to_owned));
+    /// assert!(pool.try_run_one()); // so this thread runs the queued task
+    /// assert_eq!(block_on(here).unwrap().as_deref(), std::thread::current().name());
+    /// go.send(()).unwrap();
+    /// block_on(busy).unwrap();
+    /// ```
+    pub fn try_run_one(&self) -> bool {
+        self.shared.try_run_one()
+    }
+
+    /// Runs pending tasks on the calling thread until `pred()` holds (boost
+    /// `reschedule_until`). Returns `true` when `pred()` held, `false` when
+    /// the queues ran dry first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::{mpsc, Arc};
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let (started_tx, started) = mpsc::channel();
+    /// let (go, wait) = mpsc::channel::<()>();
+    /// let busy = pool.run(move || {
+    ///     started_tx.send(()).unwrap();
+    ///     wait.recv().unwrap()
+    /// });
+    /// started.recv().unwrap(); // the only worker is busy now
+    /// let flag = Arc::new(AtomicBool::new(false));
+    /// let setter = flag.clone();
+    /// pool.execute(move || setter.store(true, Ordering::SeqCst));
+    /// assert!(pool.reschedule_until(|| flag.load(Ordering::SeqCst)));
+    /// assert!(!pool.reschedule_until(|| false)); // the queues ran dry
+    /// go.send(()).unwrap();
+    /// block_on(busy).unwrap();
+    /// ```
+    pub fn reschedule_until(&self, mut pred: impl FnMut() -> bool) -> bool {
+        loop {
+            if pred() {
+                return true;
+            }
+            if !self.try_run_one() {
+                return pred();
+            }
+        }
+    }
+
+    /// Runs `a` and `b`, potentially in parallel, and returns both results
+    /// (rayon's `join`). The closures may borrow from the caller's stack.
+    ///
+    /// On a worker of this pool, `b` is offered to other workers while `a`
+    /// runs here, and taken back if nobody stole it; no heap allocation is
+    /// made. From any other thread the pair is handed to a worker and the
+    /// caller blocks. If the pool has shut down, both run on the caller.
+    ///
+    /// # Panics
+    ///
+    /// If `a` or `b` panics, the panic is resumed here once both are done.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::ThreadPool;
+    ///
+    /// fn fib(pool: &ThreadPool, n: u64) -> u64 {
+    ///     if n < 2 { return n; }
+    ///     let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
+    ///     a + b
+    /// }
+    ///
+    /// let pool = ThreadPool::builder().threads(2).build().unwrap();
+    /// assert_eq!(fib(&pool, 20), 6765);
+    /// ```
+    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA + Send,
+        B: FnOnce() -> RB + Send,
+        RA: Send,
+        RB: Send,
+    {
+        worker::join(&self.shared, a, b)
+    }
+
+    /// A snapshot of the pool's counters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// block_on(pool.run(|| ())).unwrap();
+    /// let m = pool.metrics();
+    /// assert_eq!((m.threads, m.spawned), (1, 1));
+    /// assert!(m.completed <= m.spawned);
+    /// ```
+    pub fn metrics(&self) -> Metrics {
+        let s = &self.shared;
+        let queued = s.injector.len()
+            + s.stealers.iter().map(Stealer::len).sum::<usize>()
+            + s.fork_stealers.iter().map(Stealer::len).sum::<usize>();
+        Metrics {
+            threads: s.stats.len(),
+            spawned: s.spawned.load(Relaxed),
+            completed: s.finished.load(Relaxed),
+            stolen: s.stats.iter().map(|w| w.stolen.load(Relaxed)).sum(),
+            parked: s.stats.iter().map(|w| w.parked.load(Relaxed)).sum(),
+            queued,
+        }
+    }
+}
+
+impl Shared {
+    fn close(&self) {
+        if self
+            .state
+            .compare_exchange(OPEN, CLOSED, SeqCst, SeqCst)
+            .is_ok()
+        {
+            // Workers may now exit once no task is live; wake them to see.
+            self.idle.notify_all();
+            self.room.notify(usize::MAX);
+        }
+    }
+
+    fn stop(&self) {
+        self.state.store(STOPPING, SeqCst);
+        self.idle.notify_all();
+        self.room.notify(usize::MAX);
+    }
+
+    /// Accepted tasks whose future has not been dropped yet.
+    fn live(&self) -> u64 {
+        // `finished` first: it never passes `spawned`, and both only grow,
+        // so equal readings mean nothing was live at the first read.
+        let finished = self.finished.load(SeqCst);
+        self.spawned.load(SeqCst) - finished
+    }
+
+    /// `true` if any queue other workers can take from has work.
+    fn has_visible_work(&self) -> bool {
+        !self.injector.is_empty()
+            || self.stealers.iter().any(|s| !s.is_empty())
+            || self.fork_stealers.iter().any(|s| !s.is_empty())
+    }
+
+    /// Whether a worker in its outermost loop, with no work in sight,
+    /// should exit.
+    fn should_exit(&self) -> bool {
+        match self.state.load(SeqCst) {
+            OPEN => false,
+            CLOSED => self.live() == 0 && !self.has_visible_work(),
+            _ => true,
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.state.load(SeqCst) == STOPPING
+    }
+
+    /// Called by each worker on exit; the last one terminates the pool.
+    fn worker_exited(&self) {
+        if self.running_workers.fetch_sub(1, SeqCst) == 1 {
+            self.terminated.store(true, SeqCst);
+            self.drain_injector();
+            self.all_exited.notify(usize::MAX);
+        }
+    }
+
+    /// After termination nobody runs tasks: drop them (cancelling them),
+    /// but run `join` halves, whose owners are blocked on them.
+    fn drain_injector(&self) {
+        loop {
+            match self.injector.steal() {
+                crossbeam_deque::Steal::Success(job) => drop_or_run(job),
+                crossbeam_deque::Steal::Retry => continue,
+                crossbeam_deque::Steal::Empty => break,
+            }
+        }
+    }
+
+    /// Pushes work from outside the pool's workers.
+    fn inject(&self, job: Job) {
+        self.injector.push(job);
+        if self.terminated.load(SeqCst) {
+            self.drain_injector();
+        } else {
+            self.idle.notify_one();
+        }
+    }
+
+    fn arc(&self) -> Arc<Shared> {
+        // Deriving the `Arc` from `&self` by pointer would reach outside
+        // what the reference may touch (the count lives before `self`;
+        // miri's Stacked Borrows rejects it), so go through the weak self.
+        self.me.upgrade().expect("a pool is alive while borrowed")
+    }
+}
+
+fn drop_or_run(job: Job) {
+    match job {
+        Job::Task(r) => drop(r),
+        fork @ Job::Fork(_) => fork.run(),
+    }
+}
+
+impl Tracker for Shared {
+    fn release(&self) {
+        self.finished.fetch_add(1, SeqCst);
+        if self.max_pending.is_some() {
+            self.room.notify(1);
+            worker::wake_room_waiters(self);
+        }
+        if self.state.load(SeqCst) != OPEN && self.live() == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    fn unobserved_panic(&self, payload: PanicPayload) {
+        if let Some(handler) = &self.on_panic {
+            // A panicking handler must not take down the thread reporting.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(payload)));
+        }
+    }
+}
+
+impl Executor for Shared {
+    fn schedule(&self, runnable: Runnable) {
+        worker::schedule(self, runnable)
+    }
+
+    fn close(&self) {
+        Shared::close(self)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.load(SeqCst) != OPEN
+    }
+
+    fn try_run_one(&self) -> bool {
+        worker::try_run_one(self)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn try_admit(&self) -> Result<Admission, RejectReason> {
+        if self.is_closed() {
+            return Err(RejectReason::Closed);
+        }
+        match self.max_pending {
+            None => {
+                self.spawned.fetch_add(1, SeqCst);
+            }
+            Some(max) => loop {
+                let spawned = self.spawned.load(SeqCst);
+                if spawned - self.finished.load(SeqCst) >= max {
+                    return Err(RejectReason::Full);
+                }
+                if self
+                    .spawned
+                    .compare_exchange_weak(spawned, spawned + 1, SeqCst, SeqCst)
+                    .is_ok()
+                {
+                    break;
+                }
+            },
+        }
+        let admission = Admission::tracked(self.arc());
+        // A close between the check above and the count would let workers
+        // exit with this task uncounted; look again now that it counts.
+        if self.is_closed() {
+            drop(admission);
+            return Err(RejectReason::Closed);
+        }
+        Ok(admission)
+    }
+
+    fn admit(&self) -> Result<Admission, RejectReason> {
+        loop {
+            match self.try_admit() {
+                Err(RejectReason::Full) => worker::wait_for_room(self),
+                other => return other,
+            }
+        }
+    }
+}
+
+impl Executor for ThreadPool {
+    fn schedule(&self, runnable: Runnable) {
+        self.shared.schedule(runnable)
+    }
+    fn close(&self) {
+        self.shared.close()
+    }
+    fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+    fn try_run_one(&self) -> bool {
+        self.shared.try_run_one()
+    }
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+    fn try_admit(&self) -> Result<Admission, RejectReason> {
+        self.shared.try_admit()
+    }
+    fn admit(&self) -> Result<Admission, RejectReason> {
+        self.shared.admit()
+    }
+    fn to_exec(&self) -> Exec {
+        Exec(self.shared.clone())
+    }
+}
+
+impl Clone for ThreadPool {
+    fn clone(&self) -> Self {
+        ThreadPool::from_shared(self.shared.clone())
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        if self.shared.handles.fetch_sub(1, AcqRel) == 1 {
+            self.shared.close();
+        }
+    }
+}
+
+impl fmt::Debug for ThreadPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadPool")
+            .field("name", &self.shared.name)
+            .field("threads", &self.threads())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl_spawn!(ThreadPool);

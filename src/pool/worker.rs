@@ -1,0 +1,535 @@
+//! A worker's run loop, and everything that runs on a worker's thread:
+//! local scheduling, `block_on` that helps, and fork-join.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{fence, AtomicBool, Ordering::*};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+
+use crossbeam_deque::{Steal, Worker};
+use event_listener::Listener;
+
+use super::idle::Woken;
+use super::job::{Job, JobRef, Latch, StackJob};
+use super::{drop_or_run, Shared, WorkerStats};
+use crate::task::Runnable;
+use crate::trace::trace_event;
+
+/// How often (in jobs) a worker looks at the injector before its own queue,
+/// so work from outside is never starved by local work. tokio's number.
+const INJECTOR_INTERVAL: u32 = 61;
+
+/// How many times in a row the LIFO slot may be preferred before its task
+/// goes to the back of the queue, so two tasks waking each other cannot
+/// starve the rest.
+const LIFO_STREAK: u32 = 3;
+
+/// A worker's own queues, made before its thread starts so that the pool
+/// can hold their stealers.
+pub(crate) struct Queues {
+    /// Tasks, FIFO: fairness among tasks.
+    pub(crate) tasks: Worker<Job>,
+    /// `join` halves, LIFO: depth-first, as fork-join wants.
+    pub(crate) forks: Worker<JobRef>,
+}
+
+impl Queues {
+    pub(crate) fn new() -> Queues {
+        Queues {
+            tasks: Worker::new_fifo(),
+            forks: Worker::new_lifo(),
+        }
+    }
+}
+
+/// The state of the worker running on this thread.
+pub(crate) struct WorkerCtx {
+    shared: Arc<Shared>,
+    index: usize,
+    queues: Queues,
+    /// The task this worker woke last: it runs next (message passing).
+    /// Not stealable.
+    lifo: Cell<Option<Runnable>>,
+    lifo_streak: Cell<u32>,
+    tick: Cell<u32>,
+    rng: Cell<u32>,
+}
+
+thread_local! {
+    static WORKER: Cell<*const WorkerCtx> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Runs `f` with the worker running on this thread, if it is one.
+pub(crate) fn with_worker<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
+    let ptr = WORKER.with(Cell::get);
+    // SAFETY: `WORKER` is set by `run` to a `WorkerCtx` on its own stack
+    // frame and reset to null before that frame ends, and it is only read on
+    // this thread, so a non-null pointer is live.
+    f(unsafe { ptr.as_ref() })
+}
+
+enum Found {
+    Job(Job),
+    /// The caller's condition holds.
+    Until,
+    /// The pool is done and this worker should exit.
+    Exit,
+}
+
+/// A worker thread's body.
+pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues) {
+    let ctx = WorkerCtx {
+        rng: Cell::new(0x9E37_79B9 ^ (index as u32).wrapping_mul(0x85EB_CA6B) | 1),
+        shared,
+        index,
+        queues,
+        lifo: Cell::new(None),
+        lifo_streak: Cell::new(0),
+        tick: Cell::new(0),
+    };
+    WORKER.with(|w| w.set(&ctx));
+    ctx.hook(ctx.shared.on_start.as_deref());
+    loop {
+        if ctx.shared.stopping() {
+            break;
+        }
+        if let Some(job) = ctx.next_local() {
+            job.run();
+            continue;
+        }
+        match ctx.find_or_park(&|| false, true) {
+            Found::Job(job) => job.run(),
+            Found::Exit => break,
+            Found::Until => unreachable!("the outermost loop waits for nothing"),
+        }
+    }
+    // Whatever is still local is cancelled (tasks) or run (join halves).
+    drop(ctx.lifo.take());
+    while let Some(job) = ctx.queues.tasks.pop() {
+        drop_or_run(job);
+    }
+    while let Some(fork) = ctx.queues.forks.pop() {
+        Job::Fork(fork).run();
+    }
+    ctx.hook(ctx.shared.on_stop.as_deref());
+    WORKER.with(|w| w.set(std::ptr::null()));
+    ctx.shared.worker_exited();
+}
+
+impl WorkerCtx {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    fn hook(&self, hook: Option<&(dyn Fn() + Send + Sync)>) {
+        if let Some(hook) = hook {
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(hook)) {
+                crate::executor::Tracker::unobserved_panic(&*self.shared, p);
+            }
+        }
+    }
+
+    fn schedule_local(&self, runnable: Runnable) {
+        if runnable.metadata().woken_while_running() {
+            // A yield: behind everything else here. No wake-up needed; this
+            // worker is awake and will get to it.
+            self.queues.tasks.push(Job::Task(runnable));
+            return;
+        }
+        if let Some(prev) = self.lifo.replace(Some(runnable)) {
+            self.queues.tasks.push(Job::Task(prev));
+            self.shared.idle.notify_one();
+        }
+    }
+
+    /// The next job from this worker's own queues (and, every
+    /// `INJECTOR_INTERVAL` ticks, from the injector first).
+    fn next_local(&self) -> Option<Job> {
+        let tick = self.tick.get().wrapping_add(1);
+        self.tick.set(tick);
+        if tick % INJECTOR_INTERVAL == 0 {
+            if let Some(job) = self.steal_injector() {
+                return Some(job);
+            }
+        }
+        if let Some(fork) = self.queues.forks.pop() {
+            return Some(Job::Fork(fork));
+        }
+        if let Some(task) = self.lifo.take() {
+            let streak = self.lifo_streak.get();
+            if streak < LIFO_STREAK {
+                self.lifo_streak.set(streak + 1);
+                return Some(Job::Task(task));
+            }
+            self.queues.tasks.push(Job::Task(task));
+        }
+        self.lifo_streak.set(0);
+        self.queues.tasks.pop()
+    }
+
+    fn steal_injector(&self) -> Option<Job> {
+        loop {
+            match self.shared.injector.steal_batch_and_pop(&self.queues.tasks) {
+                Steal::Success(job) => return Some(job),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    /// Looks for work outside this worker's own queues: the injector, then
+    /// the other workers (their `join` halves first, then a batch of tasks),
+    /// starting at a random one.
+    fn steal(&self) -> Option<Job> {
+        let stats = &self.shared.stats[self.index];
+        let n = self.shared.stealers.len();
+        loop {
+            let mut retry = false;
+            match self.shared.injector.steal_batch_and_pop(&self.queues.tasks) {
+                Steal::Success(job) => return Some(job),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
+            let start = self.next_random() as usize % n;
+            for i in (start..n).chain(0..start).filter(|&i| i != self.index) {
+                match self.shared.fork_stealers[i].steal() {
+                    Steal::Success(fork) => {
+                        WorkerStats::bump(&stats.stolen);
+                        trace_event!(worker = self.index, victim = i, "steal join half");
+                        return Some(Job::Fork(fork));
+                    }
+                    Steal::Retry => retry = true,
+                    Steal::Empty => {}
+                }
+                match self.shared.stealers[i].steal_batch_and_pop(&self.queues.tasks) {
+                    Steal::Success(job) => {
+                        WorkerStats::bump(&stats.stolen);
+                        trace_event!(worker = self.index, victim = i, "steal tasks");
+                        return Some(job);
+                    }
+                    Steal::Retry => retry = true,
+                    Steal::Empty => {}
+                }
+            }
+            if !retry {
+                return None;
+            }
+        }
+    }
+
+    fn next_random(&self) -> u32 {
+        // xorshift32: cheap, and good enough to spread steal attempts.
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng.set(x);
+        x
+    }
+
+    /// Searches for work and, finding none, sleeps until there may be some,
+    /// until `until()` holds, or (in the outermost loop only) until the pool
+    /// is done. See `idle.rs` for the protocol.
+    fn find_or_park(&self, until: &dyn Fn() -> bool, outermost: bool) -> Found {
+        let idle = &self.shared.idle;
+        let stats = &self.shared.stats[self.index];
+        let mut searching = false;
+        loop {
+            if !searching {
+                idle.start_searching();
+            }
+            if let Some(job) = self.steal() {
+                // The last searcher to find work passes the search on, but
+                // only if there is more work to find: waking a worker for
+                // an empty queue costs a syscall and buys a sleep.
+                if idle.stop_searching() {
+                    fence(SeqCst);
+                    if self.shared.has_visible_work() {
+                        idle.notify_one();
+                    }
+                }
+                return Found::Job(job);
+            }
+            let exit = || outermost && self.shared.should_exit();
+            if until() || exit() {
+                let _ = idle.stop_searching();
+                return if until() { Found::Until } else { Found::Exit };
+            }
+            idle.announce_sleep(self.index);
+            if self.shared.has_visible_work() || until() || exit() {
+                searching = idle.cancel_sleep(self.index) == Woken::ByNotify;
+                continue;
+            }
+            WorkerStats::bump(&stats.parked);
+            trace_event!(worker = self.index, "park");
+            idle.park(self.index);
+            searching = idle.cancel_sleep(self.index) == Woken::ByNotify;
+        }
+    }
+
+    /// Runs jobs until `cond()` holds, sleeping when there are none. Whoever
+    /// makes `cond()` true must `unpark` this worker.
+    fn wait_until(&self, cond: &dyn Fn() -> bool) {
+        while !cond() {
+            if let Some(job) = self.next_local() {
+                job.run();
+                continue;
+            }
+            match self.find_or_park(cond, false) {
+                Found::Job(job) => job.run(),
+                Found::Until => return,
+                Found::Exit => unreachable!("only the outermost loop exits"),
+            }
+        }
+    }
+
+    /// `block_on` on a worker: runs this pool's jobs while `fut` waits.
+    pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        let mut fut = pin!(fut);
+        let signal = Arc::new(Signal {
+            woken: AtomicBool::new(true),
+            shared: self.shared.clone(),
+            index: self.index,
+        });
+        let waker = Waker::from(signal.clone());
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            if signal.woken.swap(false, AcqRel) {
+                if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                    return v;
+                }
+            }
+            self.wait_until(&|| signal.woken.load(Acquire));
+        }
+    }
+}
+
+/// Wakes a worker blocked in `block_on`.
+struct Signal {
+    woken: AtomicBool,
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl Wake for Signal {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref()
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Release);
+        self.shared.idle.unpark(self.index);
+    }
+}
+
+fn on_this_pool<'a>(w: Option<&'a WorkerCtx>, shared: &Shared) -> Option<&'a WorkerCtx> {
+    w.filter(|w| std::ptr::eq(&*w.shared, shared))
+}
+
+pub(crate) fn schedule(shared: &Shared, runnable: Runnable) {
+    with_worker(|w| match on_this_pool(w, shared) {
+        Some(w) => w.schedule_local(runnable),
+        None => shared.inject(Job::Task(runnable)),
+    })
+}
+
+pub(crate) fn try_run_one(shared: &Shared) -> bool {
+    let job = with_worker(|w| match on_this_pool(w, shared) {
+        Some(w) => w.next_local().or_else(|| w.steal()),
+        None => steal_one(shared),
+    });
+    job.map(Job::run).is_some()
+}
+
+/// One job for a thread that is not a worker of this pool.
+fn steal_one(shared: &Shared) -> Option<Job> {
+    loop {
+        let mut retry = false;
+        match shared.injector.steal() {
+            Steal::Success(job) => return Some(job),
+            Steal::Retry => retry = true,
+            Steal::Empty => {}
+        }
+        for (forks, tasks) in shared.fork_stealers.iter().zip(shared.stealers.iter()) {
+            match forks.steal() {
+                Steal::Success(fork) => return Some(Job::Fork(fork)),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
+            match tasks.steal() {
+                Steal::Success(job) => return Some(job),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
+        }
+        if !retry {
+            return None;
+        }
+    }
+}
+
+/// Waits until a bounded pool has room (or is closed). On one of its own
+/// workers it runs jobs meanwhile, so the tasks holding the slots can finish.
+pub(crate) fn wait_for_room(shared: &Shared) {
+    let max = shared.max_pending.expect("only a bounded pool is full");
+    let ready = || shared.live() < max || crate::Executor::is_closed(shared);
+    with_worker(|w| match on_this_pool(w, shared) {
+        Some(w) => {
+            room_waiters(shared).push(w.index);
+            w.wait_until(&ready);
+            room_waiters(shared).retain(|&i| i != w.index);
+        }
+        None => loop {
+            let listener = shared.room.listen();
+            if ready() {
+                return;
+            }
+            listener.wait();
+        },
+    })
+}
+
+fn room_waiters(shared: &Shared) -> std::sync::MutexGuard<'_, Vec<usize>> {
+    crate::loom::lock_std(&shared.room_waiters)
+}
+
+/// A bounded pool freed a slot: wake its workers waiting for room.
+pub(crate) fn wake_room_waiters(shared: &Shared) {
+    for &i in room_waiters(shared).iter() {
+        shared.idle.unpark(i);
+    }
+}
+
+/// The latch of a `join` half offered to other workers: its owner is a
+/// worker, woken through the pool's parkers.
+struct WorkerLatch {
+    done: AtomicBool,
+    shared: *const Shared,
+    owner: usize,
+}
+
+impl Latch for WorkerLatch {
+    unsafe fn set(this: *const Self) {
+        // SAFETY: `this` is live until `done` is stored (the contract). The
+        // pool is kept alive by whoever runs the job: a worker (holding an
+        // `Arc<Shared>`) or a thread holding a `ThreadPool` handle.
+        unsafe {
+            let shared = &*(*this).shared;
+            let owner = (*this).owner;
+            (*this).done.store(true, Release);
+            shared.idle.unpark(owner);
+        }
+    }
+}
+
+/// The latch of a `join` handed in from outside: its owner is any thread.
+struct ThreadLatch {
+    done: AtomicBool,
+    thread: Thread,
+}
+
+impl Latch for ThreadLatch {
+    unsafe fn set(this: *const Self) {
+        // SAFETY: `this` is live until `done` is stored; the thread handle
+        // is cloned out before that.
+        unsafe {
+            let thread = (*this).thread.clone();
+            (*this).done.store(true, Release);
+            thread.unpark();
+        }
+    }
+}
+
+pub(crate) fn join<A, B, RA, RB>(shared: &Shared, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    with_worker(|w| match on_this_pool(w, shared) {
+        Some(w) => w.join(a, b),
+        None => join_from_outside(shared, a, b),
+    })
+}
+
+fn join_from_outside<A, B, RA, RB>(shared: &Shared, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    if shared.terminated.load(SeqCst) {
+        return (a(), b());
+    }
+    let latch = ThreadLatch {
+        done: AtomicBool::new(false),
+        thread: thread::current(),
+    };
+    let job = StackJob::new(latch, move || {
+        with_worker(|w| match w {
+            Some(w) => w.join(a, b),
+            // Run by the draining thread of a pool that just terminated.
+            None => (a(), b()),
+        })
+    });
+    shared.inject(Job::Fork(job.as_job_ref()));
+    while !job.latch.done.load(Acquire) {
+        thread::park();
+    }
+    match job.into_result() {
+        Ok(pair) => pair,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+impl WorkerCtx {
+    fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA + Send,
+        B: FnOnce() -> RB + Send,
+        RA: Send,
+        RB: Send,
+    {
+        let latch = WorkerLatch {
+            done: AtomicBool::new(false),
+            shared: &*self.shared,
+            owner: self.index,
+        };
+        let job_b = StackJob::new(latch, b);
+        let job_b_ref = job_b.as_job_ref();
+        self.queues.forks.push(job_b_ref);
+        self.shared.idle.notify_one();
+
+        let result_a = std::panic::catch_unwind(std::panic::AssertUnwindSafe(a));
+
+        // Take `b` back if nobody stole it. Joins nested in `a` have popped
+        // their own halves, so `b` is on top unless it was stolen.
+        let result_b = loop {
+            if job_b.latch.done.load(Acquire) {
+                break job_b.into_result();
+            }
+            match self.queues.forks.pop() {
+                Some(fork) if fork == job_b_ref && result_a.is_ok() => {
+                    // Not stolen: run it here, no latch or catch needed.
+                    let Ok(ra) = result_a else { unreachable!() };
+                    return (ra, job_b.run_inline());
+                }
+                // Another job, or `b` after `a` panicked: `b` still runs
+                // (as in rayon), through its latch, then `a`'s panic goes on.
+                Some(other) => Job::Fork(other).run(),
+                None => {
+                    self.wait_until(&|| job_b.latch.done.load(Acquire));
+                    break job_b.into_result();
+                }
+            }
+        };
+        match (result_a, result_b) {
+            (Ok(ra), Ok(rb)) => (ra, rb),
+            (Err(p), _) | (_, Err(p)) => std::panic::resume_unwind(p),
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! [`KeyedStrands<K>`]: a strand per key, made on demand and freed when
+//! the key goes idle (the seed's serial tags).
+//!
+//! Each key with work has an entry: its strand and how many of its tasks
+//! are alive. Submitting counts the task in; the task counts itself out
+//! when its future is dropped (after it finished, or was cancelled or
+//! refused), and the last one out removes the entry. A key's next task
+//! after that gets a fresh strand, which cannot overlap the old one: the
+//! old one had nothing left to run.
+
+use std::collections::hash_map::{HashMap, RandomState};
+use std::fmt;
+use std::future::Future;
+use std::hash::{BuildHasher, Hash};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::Shared;
+use crate::executor::{Exec, Executor};
+use crate::loom::lock_std as lock;
+use crate::task::JoinHandle;
+
+/// Shards of the key map: keys spread over several locks, so submitters
+/// of different keys rarely meet.
+const SHARDS: usize = 32;
+
+/// A strand per key: tasks with the same key run one at a time, in
+/// submission order; tasks with different keys run in parallel on the
+/// executor. A key's strand exists only while the key has tasks, so any
+/// number of distinct keys can pass through.
+///
+/// Cloning gives another handle to the same keys.
+///
+/// # Examples
+///
+/// The seed's serial tags: two tags, each one's tasks in order, the two
+/// tags side by side.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use viaduct::{block_on, KeyedStrands, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(4).build().unwrap();
+/// let tags = KeyedStrands::new(pool);
+/// let log = Arc::new(Mutex::new(Vec::new()));
+/// let handles: Vec<_> = (0..4)
+///     .flat_map(|i| ["A", "B"].map(|tag| {
+///         let log = log.clone();
+///         tags.spawn(tag, async move { log.lock().unwrap().push(format!("{tag}{i}")) })
+///     }))
+///     .collect();
+/// for h in handles {
+///     block_on(h).unwrap();
+/// }
+/// let log = log.lock().unwrap();
+/// let a: Vec<_> = log.iter().filter(|s| s.starts_with('A')).collect();
+/// assert_eq!(a, ["A0", "A1", "A2", "A3"]);
+/// assert!(tags.is_empty()); // idle keys leave nothing behind
+/// ```
+pub struct KeyedStrands<K> {
+    keys: Arc<Keys<K>>,
+    /// Keeps the executor open while a handle lives, as for a strand.
+    _owner: Exec,
+}
+
+struct Keys<K> {
+    inner: Exec,
+    hasher: RandomState,
+    shards: Box<[Mutex<HashMap<K, Entry, RandomState>>]>,
+}
+
+struct Entry {
+    strand: Arc<Shared<()>>,
+    /// Tasks of the key whose futures are alive.
+    live: usize,
+}
+
+impl<K> KeyedStrands<K>
+where
+    K: Hash + Eq + Clone + Send + 'static,
+{
+    /// Strands over `executor`, one per key on demand.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{Inline, KeyedStrands};
+    ///
+    /// let keyed: KeyedStrands<u64> = KeyedStrands::new(Inline);
+    /// assert!(keyed.is_empty());
+    /// ```
+    pub fn new<E: Executor + Clone>(executor: E) -> Self {
+        let hasher = RandomState::new();
+        KeyedStrands {
+            keys: Arc::new(Keys {
+                inner: executor.to_exec(),
+                shards: (0..SHARDS)
+                    .map(|_| Mutex::new(HashMap::with_hasher(hasher.clone())))
+                    .collect(),
+                hasher,
+            }),
+            _owner: Exec::new(executor),
+        }
+    }
+
+    /// Spawns `future` on the strand of `key`: it runs after the earlier
+    /// tasks of `key` (each poll of it as one section), in parallel with
+    /// other keys. The handle is as [`ExecutorExt::spawn`]'s.
+    ///
+    /// [`ExecutorExt::spawn`]: crate::ExecutorExt::spawn
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, KeyedStrands, ThreadPool};
+    ///
+    /// let keyed = KeyedStrands::new(ThreadPool::builder().threads(2).build().unwrap());
+    /// assert_eq!(block_on(keyed.spawn("user-7", async { 7 })).unwrap(), 7);
+    /// ```
+    pub fn spawn<F>(&self, key: K, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let strand = self.keys.enter(&key);
+        let leave = Leave {
+            keys: self.keys.clone(),
+            key,
+        };
+        strand.spawn(async move {
+            let _leave = leave;
+            future.await
+        })
+    }
+
+    /// Runs `f` on the strand of `key`, fire-and-forget.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use viaduct::{Inline, KeyedStrands};
+    ///
+    /// let keyed = KeyedStrands::new(Inline);
+    /// let n = Arc::new(AtomicUsize::new(0));
+    /// for key in 0..1000 {
+    ///     let n = n.clone();
+    ///     keyed.execute(key, move || { n.fetch_add(1, Ordering::Relaxed); });
+    /// }
+    /// assert_eq!(n.load(Ordering::Relaxed), 1000);
+    /// assert!(keyed.is_empty());
+    /// ```
+    pub fn execute<F>(&self, key: K, f: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        drop(self.spawn(key, async move { f() }));
+    }
+
+    /// How many keys have live tasks (and so a strand).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{KeyedStrands, ManualExecutor};
+    ///
+    /// let manual = ManualExecutor::new();
+    /// let keyed = KeyedStrands::new(manual.clone());
+    /// keyed.execute("a", || ());
+    /// keyed.execute("b", || ());
+    /// assert_eq!(keyed.len(), 2);
+    /// manual.run_until_idle();
+    /// assert_eq!(keyed.len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.keys.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
+    /// `true` if no key has live tasks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{KeyedStrands, ManualExecutor};
+    ///
+    /// let manual = ManualExecutor::new();
+    /// let keyed = KeyedStrands::new(manual.clone());
+    /// assert!(keyed.is_empty());
+    /// keyed.execute(7, || ());
+    /// assert!(!keyed.is_empty());
+    /// manual.run_until_idle();
+    /// assert!(keyed.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A snapshot of the keys and tasks alive, shard by shard.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{KeyedStrands, ManualExecutor};
+    ///
+    /// let manual = ManualExecutor::new();
+    /// let keyed = KeyedStrands::new(manual.clone());
+    /// keyed.execute("user-1", || ());
+    /// keyed.execute("user-1", || ());
+    /// let m = keyed.metrics();
+    /// assert_eq!((m.keys, m.tasks), (1, 2));
+    /// manual.run_until_idle();
+    /// assert_eq!(keyed.metrics().tasks, 0);
+    /// ```
+    pub fn metrics(&self) -> crate::metrics::KeyedMetrics {
+        let mut m = crate::metrics::KeyedMetrics::default();
+        for shard in self.keys.shards.iter() {
+            let shard = lock(shard);
+            m.keys += shard.len();
+            m.tasks += shard.values().map(|e| e.live).sum::<usize>();
+        }
+        m
+    }
+}
+
+impl<K: Hash + Eq> Keys<K> {
+    fn shard(&self, key: &K) -> MutexGuard<'_, HashMap<K, Entry, RandomState>> {
+        let i = self.hasher.hash_one(key) as usize % self.shards.len();
+        lock(&self.shards[i])
+    }
+}
+
+impl<K: Hash + Eq + Clone> Keys<K> {
+    /// Counts a task of `key` in; returns the key's strand.
+    fn enter(&self, key: &K) -> Arc<Shared<()>> {
+        let mut shard = self.shard(key);
+        let entry = shard.entry(key.clone()).or_insert_with(|| Entry {
+            strand: Shared::new(self.inner.clone(), ()),
+            live: 0,
+        });
+        entry.live += 1;
+        entry.strand.clone()
+    }
+}
+
+/// Counts a task out when its future is dropped.
+struct Leave<K: Hash + Eq> {
+    keys: Arc<Keys<K>>,
+    key: K,
+}
+
+impl<K: Hash + Eq> Drop for Leave<K> {
+    fn drop(&mut self) {
+        let gone = {
+            let mut shard = self.keys.shard(&self.key);
+            match shard.get_mut(&self.key) {
+                Some(entry) if entry.live > 1 => {
+                    entry.live -= 1;
+                    None
+                }
+                Some(_) => shard.remove(&self.key),
+                None => unreachable!("a live task's key has an entry"),
+            }
+        };
+        // The strand is dropped outside the lock.
+        drop(gone);
+    }
+}
+
+impl<K> Clone for KeyedStrands<K> {
+    fn clone(&self) -> Self {
+        KeyedStrands {
+            keys: self.keys.clone(),
+            _owner: self._owner.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for KeyedStrands<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedStrands")
+            .field("executor", &self.keys.inner)
+            .finish_non_exhaustive()
+    }
+}

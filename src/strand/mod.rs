@@ -1,0 +1,906 @@
+//! Strands: serial executors over any executor, and what is built on them.
+//!
+//! - [`Strand`] runs what is submitted to it one at a time, in submission
+//!   order, on the executor it decorates, and owns no thread (asio's strand,
+//!   the course's serial executor).
+//! - [`Guarded<T>`] is data owned by a strand: the strand as an async mutex,
+//!   with sections that run on the strand ([`Guarded::with`]) or in the
+//!   caller's task ([`Guarded::lock`]).
+//! - [`KeyedStrands<K>`] gives each key its own strand on demand (serial
+//!   tags) and frees it when the key goes idle.
+//!
+//! # How a strand runs
+//!
+//! Submissions (task runnables, posted closures, lock requests) go onto a
+//! lock-free stack (see `queue.rs`) with one atomic operation. A strand
+//! has one *runner*: a long-lived task on the inner
+//! executor that takes the whole stack with one swap, reverses it into a
+//! FIFO batch and runs it. When the stack is empty the runner marks the
+//! strand idle and sleeps; the next submission wakes it, so an idle strand
+//! runs a submission at once and no new task is made per batch. After
+//! `BUDGET` (128) items in one poll the runner wakes itself and returns, which
+//! puts it behind the other work of its executor: a flooded strand never
+//! holds a thread for long.
+//!
+//! # Ground rules
+//!
+//! 1. A strand has at most one *owner*; the `OWNED` bit of the queue's head
+//!    says whether it has one. Owners are: the runner, while it is scheduled
+//!    or being polled; a lock request, from its grant (or from finding the
+//!    strand idle) until its guard or its lock future drops; a `with`
+//!    section run on the spot, by a task of the inner executor that found
+//!    the strand idle; and a submitter, between the push that found the
+//!    strand idle and its call that starts the runner.
+//! 2. Only the owner takes batches, touches the batch being run, the fresh
+//!    runner and the counters, and runs sections; so sections never overlap
+//!    and run in the order they were taken.
+//! 3. Ownership moves only by: a push or `try_acquire` that finds the strand
+//!    idle (acquire); a take that finds the stack empty (release, the
+//!    strand is idle); waking the runner; granting a waiter. An owner that
+//!    wakes the runner or grants a waiter touches nothing of the strand
+//!    afterwards.
+//! 4. The runner is woken only by an owner handing the strand over (or by
+//!    itself, to yield), so whenever it is polled it owns the strand. It
+//!    stops owning it by releasing it, or by granting a waiter (the strand
+//!    is then *parked* until the guard drops).
+//! 5. An owner other than the runner passes the strand on with `hand_on`:
+//!    it grants the next waiters itself (a lock hand-off costs no trip
+//!    through the executor), and wakes the runner at the first task.
+//!
+//! # Shutdown
+//!
+//! 1. A strand is never closed by its executor's closing: accepted work
+//!    still runs, as on the executor itself. [`Executor::close`] on the
+//!    strand refuses new tasks (as does a closed inner executor).
+//! 2. If the inner executor throws the runner away (a pool shut down with
+//!    `shutdown_now`, or one that terminated), the runner's drop, as owner,
+//!    *kills* the strand: queued tasks are dropped (their handles say
+//!    `Cancelled`), lock waiters are told, and later submissions are
+//!    dropped too; the strand reports itself closed.
+//! 3. When the last reference to a strand goes (handles, and the tasks
+//!    whose home it is), whatever is still queued is dropped, and the
+//!    parked runner is scheduled once more by async-task, to be dropped.
+//!
+//! # Examples
+//!
+//! A strand serialises sections submitted from many threads; its sections
+//! never overlap, so a plain counter needs no lock of its own:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::Arc;
+//! use viaduct::{block_on, ExecutorExt, Strand, ThreadPool};
+//!
+//! let pool = ThreadPool::builder().threads(2).build().unwrap();
+//! let strand = Strand::new(pool.clone());
+//! let inside = Arc::new(AtomicUsize::new(0));
+//! let most = Arc::new(AtomicUsize::new(0));
+//! let handles: Vec<_> = (0..50)
+//!     .map(|_| {
+//!         let (inside, most) = (inside.clone(), most.clone());
+//!         strand.run(move || {
+//!             let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+//!             most.fetch_max(now, Ordering::SeqCst);
+//!             inside.fetch_sub(1, Ordering::SeqCst);
+//!         })
+//!     })
+//!     .collect();
+//! for h in handles {
+//!     block_on(h).unwrap();
+//! }
+//! assert_eq!(most.load(Ordering::SeqCst), 1); // never two at once
+//! ```
+
+mod guarded;
+mod keyed;
+mod queue;
+
+use std::cell::Cell;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Waker};
+
+use crate::executor::{impl_spawn, Admission, Exec, Executor};
+use crate::task::{
+    create_admitted, spawn_admitted, with_current_task, JoinHandle, RejectReason, Runnable,
+    TaskError, TaskInfo,
+};
+use crate::trace::trace_event;
+pub use guarded::{Guard, Guarded, Lock};
+pub use keyed::KeyedStrands;
+use queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Taken};
+
+/// How many items the runner handles in one poll before it wakes itself
+/// and returns, so that the rest of its executor's work runs in between.
+/// tokio's task budget; small under loom, so the models yield too.
+const BUDGET: usize = if cfg!(loom) { 2 } else { 128 };
+
+/// How many times [`Core::acquire_briefly`] looks at a strand that runs a
+/// section on the spot before giving up: such a section is short, and a
+/// little spinning is much cheaper than queueing a task and sleeping (8 to
+/// 64 measured alike; none at all let contended `with` calls fall back to
+/// queueing half the time, at three times the cost). Loom models do not
+/// spin.
+const SPINS: usize = if cfg!(loom) { 0 } else { 16 };
+
+/// Runs what is submitted to it one at a time, in submission order, on the
+/// executor it decorates. It owns no thread.
+///
+/// A `Strand` is an [`Executor`]: spawn futures on it, run closures on it,
+/// decorate it again. Submitting costs one atomic operation and allocates
+/// nothing beyond the task itself; under load, the strand runs whole
+/// batches per atomic operation, so the cost of synchronisation per section
+/// falls as the load grows. A section that panics is reported on its handle
+/// and the strand goes on with the next one.
+///
+/// Cloning gives another handle to the same strand. A strand keeps its
+/// executor open while a handle of it exists; its tasks alone do not (as
+/// with a pool's own tasks).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use viaduct::{block_on, ExecutorExt, Strand, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(2).build().unwrap();
+/// let strand = Strand::new(pool);
+/// let log = Arc::new(Mutex::new(Vec::new()));
+/// for i in 0..100 {
+///     let log = log.clone();
+///     strand.post(move || log.lock().unwrap().push(i));
+/// }
+/// // Sections run in submission order, so this one runs last.
+/// block_on(strand.run(|| ())).unwrap();
+/// assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
+/// ```
+#[derive(Clone)]
+pub struct Strand {
+    shared: Arc<Shared<()>>,
+    /// The executor's handle, which keeps it open while the strand has
+    /// handles.
+    _owner: Exec,
+}
+
+/// Counters of a strand, for tuning and benchmarks.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, ExecutorExt, Inline, Strand};
+///
+/// let strand = Strand::new(Inline);
+/// block_on(strand.run(|| ())).unwrap();
+/// let m = strand.metrics();
+/// assert_eq!((m.queued, m.batches, m.inline), (1, 1, 0));
+/// assert_eq!(m.mean_batch(), 1.0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StrandMetrics {
+    /// Items taken off the queue: sections run, lock requests granted.
+    pub queued: u64,
+    /// Batches taken off the queue: one atomic swap each.
+    pub batches: u64,
+    /// Sections that found the strand free and ran without queueing: a
+    /// [`Guarded::with`] run on the spot, a [`Guarded::lock`] granted at
+    /// once.
+    pub inline: u64,
+}
+
+impl StrandMetrics {
+    /// Queued items per batch; 0 if no batch was taken yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::strand::StrandMetrics;
+    /// use viaduct::{ManualExecutor, Strand};
+    ///
+    /// assert_eq!(StrandMetrics::default().mean_batch(), 0.0);
+    /// let manual = ManualExecutor::new();
+    /// let strand = Strand::new(manual.clone());
+    /// for _ in 0..4 {
+    ///     strand.post(|| ());
+    /// }
+    /// manual.run_until_idle(); // one run of the strand takes all four at once
+    /// let m = strand.metrics();
+    /// assert_eq!((m.queued, m.batches), (4, 1));
+    /// assert_eq!(m.mean_batch(), 4.0);
+    /// ```
+    pub fn mean_batch(&self) -> f64 {
+        if self.batches == 0 {
+            0.0
+        } else {
+            self.queued as f64 / self.batches as f64
+        }
+    }
+}
+
+impl Strand {
+    /// A strand over `executor`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ManualExecutor, Strand};
+    ///
+    /// let manual = ManualExecutor::new();
+    /// let strand = Strand::new(manual.clone());
+    /// let h = strand.run(|| 7);
+    /// manual.run_until_idle(); // the strand runs on the manual executor
+    /// assert_eq!(block_on(h).unwrap(), 7);
+    /// ```
+    pub fn new<E: Executor + Clone>(executor: E) -> Strand {
+        Strand {
+            shared: Shared::new(executor.to_exec(), ()),
+            _owner: Exec::new(executor),
+        }
+    }
+
+    /// Submits `f` to run on the strand later, never inside this call
+    /// (asio's `post`). Fire-and-forget, and cheaper than spawning: `f` is
+    /// queued as it is, in one allocation, with no task around it. Like a
+    /// task, it is admitted by the executor: a pool counts it as live work
+    /// until it has run (so closing and joining the pool waits for it), and
+    /// a full bounded pool makes `post` wait for room. On a closed strand
+    /// `f` is dropped; [`try_execute`](crate::ExecutorExt::try_execute)
+    /// hands it back instead. A panic of `f` is caught and goes where a
+    /// detached task's panic goes (a pool's
+    /// [`on_unobserved_panic`](crate::pool::Builder::on_unobserved_panic)
+    /// hook); the strand goes on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use viaduct::{ManualExecutor, Strand};
+    ///
+    /// let manual = ManualExecutor::new();
+    /// let strand = Strand::new(manual.clone());
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let r = ran.clone();
+    /// strand.post(move || r.store(true, Ordering::SeqCst));
+    /// assert!(!ran.load(Ordering::SeqCst));
+    /// manual.run_until_idle();
+    /// assert!(ran.load(Ordering::SeqCst));
+    /// ```
+    pub fn post<F>(&self, f: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let core = &self.shared.core;
+        if let Ok(admission) = core.admit() {
+            core.submit(queue::call(f, admission));
+        }
+    }
+
+    /// Runs `f` right here if the caller is already running inside this
+    /// strand (then nothing else of the strand can be running); otherwise
+    /// submits it like [`post`](Strand::post) (asio's `dispatch`).
+    ///
+    /// A panic of `f` run inline unwinds into the caller, which is the
+    /// section that called `dispatch`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use viaduct::{block_on, ExecutorExt, Strand, ThreadPool};
+    ///
+    /// let strand = Strand::new(ThreadPool::builder().threads(2).build().unwrap());
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let (s, l) = (strand.clone(), log.clone());
+    /// let h = strand.run(move || {
+    ///     let l2 = l.clone();
+    ///     s.dispatch(move || l2.lock().unwrap().push("inline"));
+    ///     l.lock().unwrap().push("after dispatch");
+    /// });
+    /// block_on(h).unwrap();
+    /// assert_eq!(*log.lock().unwrap(), ["inline", "after dispatch"]);
+    /// ```
+    pub fn dispatch<F>(&self, f: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        if self.running_in_this_thread() {
+            f();
+        } else {
+            self.post(f);
+        }
+    }
+
+    /// `true` if the caller is running inside this strand: in a section of
+    /// it, on this thread (also through a strand decorating this one).
+    /// Another task that a section's `block_on` runs meanwhile is not inside
+    /// the strand.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, Strand, ThreadPool};
+    ///
+    /// let strand = Strand::new(ThreadPool::builder().threads(1).build().unwrap());
+    /// assert!(!strand.running_in_this_thread());
+    /// let s = strand.clone();
+    /// assert!(block_on(strand.run(move || s.running_in_this_thread())).unwrap());
+    /// ```
+    pub fn running_in_this_thread(&self) -> bool {
+        Frame::inside(&self.shared.core)
+    }
+
+    /// The strand's counters so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{ManualExecutor, Strand};
+    ///
+    /// let manual = ManualExecutor::new();
+    /// let strand = Strand::new(manual.clone());
+    /// strand.post(|| ());
+    /// strand.post(|| ());
+    /// manual.run_until_idle();
+    /// let m = strand.metrics();
+    /// assert_eq!((m.queued, m.batches), (2, 1));
+    /// ```
+    pub fn metrics(&self) -> StrandMetrics {
+        self.shared.core.metrics()
+    }
+}
+
+impl Executor for Strand {
+    fn schedule(&self, runnable: Runnable) {
+        self.shared.core.submit(Item::Task(runnable))
+    }
+    fn close(&self) {
+        self.shared.core.close()
+    }
+    fn is_closed(&self) -> bool {
+        self.shared.core.is_closed()
+    }
+    fn try_admit(&self) -> Result<Admission, RejectReason> {
+        self.shared.core.try_admit()
+    }
+    fn admit(&self) -> Result<Admission, RejectReason> {
+        self.shared.core.admit()
+    }
+    fn to_exec(&self) -> Exec {
+        Exec(self.shared.clone())
+    }
+}
+
+impl_spawn!(Strand);
+
+impl fmt::Debug for Strand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Strand")
+            .field("inner", &self.shared.core.inner)
+            .field("closed", &self.is_closed())
+            .field("metrics", &self.metrics())
+            .finish()
+    }
+}
+
+/// A strand and the data it guards (`()` for a plain [`Strand`]). The tasks
+/// of a strand have this as their executor, so they keep the data alive.
+pub(crate) struct Shared<D> {
+    pub(crate) core: Core,
+    pub(crate) data: D,
+}
+
+impl<D: Send + Sync + 'static> Shared<D> {
+    pub(crate) fn new(inner: Exec, data: D) -> Arc<Self> {
+        Arc::new_cyclic(|me| {
+            // The runner is made now, started by the first submission. It
+            // holds the strand weakly: the strand holds its waker.
+            let runner = Runner { shared: me.clone() };
+            let (runnable, handle) = create_admitted(inner.clone(), runner, Admission::default());
+            drop(handle);
+            Shared {
+                core: Core {
+                    queue: Queue::new(),
+                    batch: OwnerCell::new(List::default()),
+                    runner: runnable.waker(),
+                    fresh: OwnerCell::new(Some(runnable)),
+                    inner,
+                    closed: AtomicBool::new(false),
+                    queued: AtomicU64::new(0),
+                    batches: AtomicU64::new(0),
+                    inline: AtomicU64::new(0),
+                },
+                data,
+            }
+        })
+    }
+
+    /// Spawns `future` as a task of this strand, admitted by the strand's
+    /// executor as any task of it would be.
+    pub(crate) fn spawn<F>(self: &Arc<Self>, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let exec = Exec(self.clone());
+        match self.core.admit() {
+            Ok(admission) => spawn_admitted(exec, future, admission),
+            Err(reason) => JoinHandle::failed(TaskError::Rejected(reason), exec),
+        }
+    }
+}
+
+impl<D: Send + Sync + 'static> Executor for Shared<D> {
+    fn schedule(&self, runnable: Runnable) {
+        self.core.submit(Item::Task(runnable))
+    }
+    fn close(&self) {
+        self.core.close()
+    }
+    fn is_closed(&self) -> bool {
+        self.core.is_closed()
+    }
+    fn try_admit(&self) -> Result<Admission, RejectReason> {
+        self.core.try_admit()
+    }
+    fn admit(&self) -> Result<Admission, RejectReason> {
+        self.core.admit()
+    }
+}
+
+/// The strand itself, whatever it guards.
+pub(crate) struct Core {
+    queue: Queue<Item>,
+    /// Owner only: the rest of the batch being run, oldest first.
+    batch: OwnerCell<List<Item>>,
+    /// Wakes the runner once it has been started.
+    runner: Waker,
+    /// Owner only: the runner's first runnable, until the first start.
+    fresh: OwnerCell<Option<Runnable>>,
+    inner: Exec,
+    closed: AtomicBool,
+    /// Written by the owner only (a load and a store), read by anyone.
+    queued: AtomicU64,
+    batches: AtomicU64,
+    inline: AtomicU64,
+}
+
+impl Core {
+    fn submit(&self, item: Item) {
+        match self.queue.push(item) {
+            Pushed::Queued => {}
+            // SAFETY: the push made this thread the owner.
+            Pushed::Owned => unsafe { self.start_runner() },
+            // Dropping a runnable cancels its task.
+            Pushed::Dead(item) => drop(item),
+        }
+    }
+
+    /// Hands the strand to the runner.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand, and gives ownership up by this call.
+    unsafe fn start_runner(&self) {
+        // SAFETY: the caller owns the strand.
+        match unsafe { self.fresh.with_mut(Option::take) } {
+            Some(runnable) => runnable.schedule(),
+            None => self.runner.wake_by_ref(),
+        }
+    }
+
+    /// The next item for the runner, granting lock requests on the way
+    /// and skipping cancelled ones. `None` means the caller no longer owns
+    /// the strand: it granted a lock request (the strand is parked), or
+    /// found nothing queued (the strand is idle).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand.
+    unsafe fn next(&self) -> Option<Item> {
+        loop {
+            // SAFETY: the caller owns the strand.
+            let item = match unsafe { self.batch.with_mut(List::pop_front) } {
+                Some(item) => item,
+                None => match self.queue.take() {
+                    Taken::Released => return None,
+                    Taken::Batch(list, n) => {
+                        bump(&self.batches, 1);
+                        bump(&self.queued, n as u64);
+                        trace_event!(batch = n, "strand batch");
+                        // SAFETY: the caller owns the strand (the take
+                        // returned a batch, so it still does).
+                        unsafe { self.batch.with_mut(|b| *b = list) };
+                        continue;
+                    }
+                },
+            };
+            match item {
+                Item::Node(node) if node.grants() => {
+                    if node.run() {
+                        return None;
+                    }
+                }
+                item => return Some(item),
+            }
+        }
+    }
+
+    /// Passes the strand on, for an owner that is not the runner (a guard,
+    /// a lock future, a lock request that found the strand idle): lock
+    /// requests next in line are granted right here; at anything else the
+    /// runner takes over.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand, and gives ownership up by this call.
+    pub(crate) unsafe fn hand_on(&self) {
+        // SAFETY: the caller owns the strand; `next` returning an item means
+        // it still does, until `start_runner`.
+        unsafe {
+            if let Some(item) = self.next() {
+                self.batch.with_mut(|b| b.push_front(item));
+                self.start_runner();
+            }
+        }
+    }
+
+    /// The runner's poll: run up to [`BUDGET`] items.
+    fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let frame = Frame {
+            core: self,
+            task: Cell::new(std::ptr::null()),
+            outer: with_current_task(|t| t.map_or(std::ptr::null(), |t| t as *const TaskInfo)),
+            parent: Cell::new(std::ptr::null()),
+        };
+        let _entered = frame.enter();
+        for _ in 0..BUDGET {
+            // SAFETY: the runner is polled only after an owner handed the
+            // strand over to it (ground rule 4).
+            match unsafe { self.next() } {
+                Some(Item::Task(runnable)) => {
+                    frame.task.set(runnable.metadata());
+                    runnable.run();
+                }
+                Some(Item::Node(call)) => {
+                    // A posted closure runs in the runner's own task.
+                    frame.task.set(frame.outer);
+                    let granted = call.run();
+                    debug_assert!(!granted, "lock requests are granted in `next`");
+                }
+                None => return Poll::Pending,
+            }
+        }
+        // Still the owner: run again after the executor's other work.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Kills the strand (Shutdown step 2).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand.
+    unsafe fn kill(&self) {
+        trace_event!("strand killed: its runner was dropped");
+        let queued = self.queue.kill();
+        // SAFETY: the caller owns the strand.
+        let batch = unsafe { self.batch.with_mut(std::mem::take) };
+        // Dropping a runnable cancels its task; dropping a lock request
+        // tells its future that the strand is dead.
+        drop(batch);
+        drop(queued);
+    }
+
+    fn close(&self) {
+        self.closed.store(true, SeqCst);
+    }
+
+    /// `true` if the strand takes no new work: closed itself, dead, or
+    /// over a closed executor.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(SeqCst) || self.queue.is_dead() || self.inner.is_closed()
+    }
+
+    fn refused(&self) -> bool {
+        self.closed.load(SeqCst) || self.queue.is_dead()
+    }
+
+    fn try_admit(&self) -> Result<Admission, RejectReason> {
+        if self.refused() {
+            return Err(RejectReason::Closed);
+        }
+        self.inner.try_admit()
+    }
+
+    fn admit(&self) -> Result<Admission, RejectReason> {
+        if self.refused() {
+            return Err(RejectReason::Closed);
+        }
+        self.inner.admit()
+    }
+
+    /// Takes the strand over if it is free, or becomes free within a short
+    /// spin while another thread runs a section on the spot with nothing
+    /// queued behind it; never queues. `quick` says the caller will run a
+    /// section on the spot itself (so others may spin on it). Counts a
+    /// section that did not queue.
+    pub(crate) fn acquire_briefly(&self, quick: bool) -> bool {
+        let mut spins = 0;
+        loop {
+            match self.queue.peek() {
+                Peek::Idle => {
+                    if self.queue.try_acquire(quick) {
+                        bump(&self.inline, 1);
+                        return true;
+                    }
+                }
+                // Spin only on an owner known to be quick: a lock may be
+                // held across `.await`, the runner may have a long batch
+                // left, and every look at a busy strand is a cache miss.
+                Peek::Quick if spins < SPINS => {}
+                _ => return false,
+            }
+            spins += 1;
+            std::hint::spin_loop();
+        }
+    }
+
+    /// `true` if the caller is a task of the strand's executor, running on
+    /// it: a section may run right here without leaving that executor.
+    pub(crate) fn on_inner_executor(&self) -> bool {
+        with_current_task(|t| t.is_some_and(|t| t.with_executor(|ex| ex.same_as(&self.inner))))
+    }
+
+    pub(crate) fn push(&self, item: Item) -> Pushed<Item> {
+        self.queue.push(item)
+    }
+
+    pub(crate) fn metrics(&self) -> StrandMetrics {
+        StrandMetrics {
+            queued: self.queued.load(Relaxed),
+            batches: self.batches.load(Relaxed),
+            inline: self.inline.load(Relaxed),
+        }
+    }
+}
+
+/// Only the owner writes the counters, so a load and a store will do.
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Relaxed) + n, Relaxed);
+}
+
+/// The runner task's future.
+struct Runner<D> {
+    shared: Weak<Shared<D>>,
+}
+
+impl<D: Send + Sync + 'static> Future for Runner<D> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.shared.upgrade() {
+            Some(shared) => shared.core.run(cx),
+            // The strand is gone; this is async-task dropping the runner.
+            None => Poll::Ready(()),
+        }
+    }
+}
+
+impl<D> Drop for Runner<D> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            // The strand lives on, so this is the executor throwing the
+            // runner's runnable away: the runner was scheduled, so it owned
+            // the strand (ground rule 4).
+            // SAFETY: as just said.
+            unsafe { shared.core.kill() };
+        }
+    }
+}
+
+/// A runner's mark on its thread while it runs a batch: which strand, and
+/// which task it is polling, so that [`Strand::running_in_this_thread`]
+/// can tell a section of the strand from another task that a section's
+/// `block_on` runs meanwhile. Frames of nested strands form a stack.
+struct Frame {
+    core: *const Core,
+    /// The task the runner is running now.
+    task: Cell<*const TaskInfo>,
+    /// The task that was being polled when the frame was entered: the
+    /// runner's own.
+    outer: *const TaskInfo,
+    parent: Cell<*const Frame>,
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static FRAME: Cell<*const Frame> = const { Cell::new(std::ptr::null()) };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static FRAME: Cell<*const Frame> = Cell::new(std::ptr::null());
+}
+
+/// Pops its frame, even if a section unwinds.
+struct Entered<'a>(&'a Frame);
+
+impl Frame {
+    fn enter(&self) -> Entered<'_> {
+        self.parent.set(FRAME.with(|f| f.replace(self)));
+        Entered(self)
+    }
+
+    /// `true` if the task being polled on this thread is running inside the
+    /// strand `core`: follow the frames down while each frame's task is the
+    /// one polled above it.
+    fn inside(core: &Core) -> bool {
+        let mut task = with_current_task(|t| t.map_or(std::ptr::null(), |t| t as *const TaskInfo));
+        let mut frame = FRAME.with(Cell::get);
+        // SAFETY: frames live on the stacks of runner polls further up this
+        // thread's stack, and each is unlinked (by `Entered`) before its
+        // poll returns; so every frame reachable from `FRAME` is alive.
+        while let Some(f) = unsafe { frame.as_ref() } {
+            if task.is_null() || f.task.get() != task {
+                return false;
+            }
+            if std::ptr::eq(f.core, core) {
+                return true;
+            }
+            task = f.outer;
+            frame = f.parent.get();
+        }
+        false
+    }
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        FRAME.with(|f| f.set(self.0.parent.get()));
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::executor::ExecutorExt;
+    use crate::loom::{Arc as LoomArc, AtomicUsize, Condvar, Mutex};
+    use loom::thread;
+    use std::collections::VecDeque;
+
+    /// A one-thread executor for the models: a queue, a condvar, a worker.
+    #[derive(Clone)]
+    struct Worker(LoomArc<(Mutex<(VecDeque<Runnable>, bool)>, Condvar)>);
+
+    impl Executor for Worker {
+        fn schedule(&self, runnable: Runnable) {
+            let mut q = crate::loom::lock(&self.0 .0);
+            if q.1 {
+                // Stopped, like a terminated pool: what comes now is
+                // dropped (the strand's last run of its runner, at the end).
+                drop(q);
+                drop(runnable);
+                return;
+            }
+            q.0.push_back(runnable);
+            drop(q);
+            self.0 .1.notify_one();
+        }
+    }
+
+    impl Worker {
+        fn new() -> Self {
+            Worker(LoomArc::new((
+                Mutex::new((VecDeque::new(), false)),
+                Condvar::new(),
+            )))
+        }
+
+        /// Runs what it is given until told to stop.
+        fn work(&self) {
+            loop {
+                let next = {
+                    let mut q = crate::loom::lock(&self.0 .0);
+                    loop {
+                        if let Some(r) = q.0.pop_front() {
+                            break Some(r);
+                        }
+                        if q.1 {
+                            break None;
+                        }
+                        q = self.0 .1.wait(q).unwrap();
+                    }
+                };
+                match next {
+                    Some(r) => drop(r.run()),
+                    None => return,
+                }
+            }
+        }
+
+        fn stop(&self) {
+            crate::loom::lock(&self.0 .0).1 = true;
+            self.0 .1.notify_all();
+        }
+    }
+
+    /// Waits for `fut` by running nothing: the worker thread does the work.
+    fn wait<F: Future>(fut: F) -> F::Output {
+        struct Unpark(thread::Thread);
+        impl std::task::Wake for Unpark {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = Waker::from(std::sync::Arc::new(Unpark(thread::current())));
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+                return v;
+            }
+            thread::park();
+        }
+    }
+
+    /// The real runner on a worker thread, two submitters, a task that
+    /// wakes itself while running (a re-submission), and a budget of 2 (so
+    /// the runner yields too): every section runs once, alone, and each
+    /// submitter's in order.
+    #[test]
+    fn submit_vs_drain_vs_resubmit() {
+        loom::model(|| {
+            let worker = Worker::new();
+            let strand = Strand::new(worker.clone());
+            let running = {
+                let w = worker.clone();
+                thread::spawn(move || w.work())
+            };
+            let in_section = LoomArc::new(AtomicUsize::new(0));
+            let log = LoomArc::new(Mutex::new(Vec::new()));
+            let section = |name: &'static str| {
+                let (in_section, log) = (in_section.clone(), log.clone());
+                move || {
+                    assert_eq!(in_section.swap(1, SeqCst), 0, "two sections at once");
+                    crate::loom::lock(&log).push(name);
+                    in_section.store(0, SeqCst);
+                }
+            };
+            let other = {
+                let (strand, b1, b2) = (strand.clone(), section("b1"), section("b2"));
+                thread::spawn(move || {
+                    strand.post(b1);
+                    strand.post(b2);
+                })
+            };
+            let (a1, a2) = (section("a1"), section("a2"));
+            let yielder = strand.spawn(async move {
+                a1();
+                let mut yielded = false;
+                std::future::poll_fn(|cx| {
+                    if yielded {
+                        return Poll::Ready(());
+                    }
+                    yielded = true;
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                })
+                .await;
+                a2();
+            });
+            other.join().unwrap();
+            let last = strand.run(section("b3"));
+            wait(yielder).unwrap();
+            wait(last).unwrap();
+            worker.stop();
+            running.join().unwrap();
+            let log = crate::loom::lock(&log).clone();
+            assert_eq!(log.len(), 5, "{log:?}");
+            let pos = |n| log.iter().position(|&x| x == n).unwrap();
+            assert!(pos("a1") < pos("a2") && pos("b1") < pos("b2") && pos("b2") < pos("b3"));
+        });
+    }
+}

@@ -1,0 +1,768 @@
+//! The strand's submission queue and ownership word: a lock-free MPSC
+//! queue built from a Treiber stack (R. K. Treiber, *Systems Programming:
+//! Coping with Parallelism*, IBM RJ 5118, 1986) that the owner swaps out
+//! whole and reverses into a FIFO batch.
+//!
+//! One word, `head`, holds both the stack and the strand's state:
+//!
+//! ```text
+//!  head = 0                       idle (and so empty)
+//!  head = top item's word | OWNED  owned; the stack holds what was submitted
+//!  head = QUICK                    owned by a section run on the spot, and
+//!                                  nothing submitted yet
+//!  head = DEAD                     dead for good
+//! ```
+//!
+//! - A submission is one compare-and-swap that links the item on top and
+//!   sets `OWNED`. The submitter that finds `OWNED` clear has taken the
+//!   strand over and must start it ([`Pushed::Owned`]).
+//! - The owner takes everything submitted so far with one swap
+//!   ([`Queue::take`]); when there is nothing, one compare-and-swap clears
+//!   `OWNED` and the strand is idle.
+//! - `QUICK` is `OWNED` plus a hint for those who want the strand: its
+//!   owner is running a short synchronous section and will give the strand
+//!   up in a moment, so spinning a little beats queueing. The first push
+//!   replaces it with an ordinary owned head.
+//! - `DEAD` is set once, by the owner, when the strand can never run again
+//!   (its executor dropped its runner); submissions are handed back.
+//!
+//! Only pushes and whole-stack swaps touch `head`, never a single pop, so
+//! the ABA problem of Treiber stacks does not arise: a push whose CAS
+//! succeeds links onto whatever the head is at that instant.
+//!
+//! Items are intrusive: an item is a word (a tagged pointer) with a link
+//! slot of its own, so queueing allocates nothing. [`Link`] says how; a
+//! strand's [`Item`]s are task runnables (linked through their
+//! `TaskInfo`) and [`Node`]s (a posted closure, a lock request).
+
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+use crate::executor::Admission;
+use crate::loom::{AtomicUsize, Ordering::*};
+use crate::task::Runnable;
+
+/// Set while someone owns the strand: its runner is scheduled or running,
+/// a lock guard holds it, or a section runs on the spot. Set by the push
+/// that finds the strand idle (or by [`Queue::try_acquire`]); cleared only
+/// by the owner, in [`Queue::take`], when the stack is empty.
+const OWNED: usize = 0b001;
+
+/// The whole of `head` once the owner called [`Queue::kill`]; never left.
+/// No item word is this small.
+const DEAD: usize = 0b010;
+
+/// The whole of `head` while the owner took the strand with
+/// `try_acquire(true)` and nothing was pushed since. No item word is this
+/// small either.
+const QUICK: usize = OWNED | 0b010;
+
+/// The top item's word in `head`, or 0.
+fn top(head: usize) -> usize {
+    if head <= QUICK {
+        0
+    } else {
+        head & !OWNED
+    }
+}
+
+/// A value that can sit in a [`Queue`] as a single word.
+///
+/// # Safety
+///
+/// - [`into_word`](Link::into_word) returns a word above 3 with bit 0 clear
+///   (a pointer to something aligned to 4 or more, perhaps tagged in bit 1),
+///   which [`from_word`](Link::from_word) turns back into the same value;
+/// - while the value is a word, [`next`](Link::next) and
+///   [`set_next`](Link::set_next) read and write a link slot that belongs to
+///   that value alone and that nothing else touches.
+pub(crate) unsafe trait Link: Sized {
+    /// Gives up the value as a word.
+    fn into_word(self) -> usize;
+
+    /// # Safety
+    ///
+    /// `word` came from [`into_word`](Link::into_word) and has not been
+    /// turned back into a value since.
+    unsafe fn from_word(word: usize) -> Self;
+
+    /// The word linked after `word`, or 0.
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_word`](Link::from_word).
+    unsafe fn next(word: usize) -> usize;
+
+    /// Links `next` after `word`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_word`](Link::from_word), and the caller is the only one
+    /// touching `word`'s link.
+    unsafe fn set_next(word: usize, next: usize);
+}
+
+/// What a push found.
+#[must_use]
+pub(crate) enum Pushed<I> {
+    /// Someone owns the strand; it will get to the item.
+    Queued,
+    /// The strand was idle: the caller owns it now and must start it.
+    Owned,
+    /// The strand is dead; here is the item back.
+    Dead(I),
+}
+
+/// What [`Queue::peek`] saw.
+pub(crate) enum Peek {
+    /// Nobody owns the strand.
+    Idle,
+    /// Someone owns it; nothing is queued.
+    Busy,
+    /// Someone runs a section on the spot; nothing is queued.
+    Quick,
+    /// Someone owns it and work is queued.
+    Queued,
+    /// The strand is dead.
+    Dead,
+}
+
+/// What the owner's [`Queue::take`] found.
+#[must_use]
+pub(crate) enum Taken<I: Link> {
+    /// Everything submitted since the last take, oldest first, and how many.
+    Batch(List<I>, usize),
+    /// Nothing was submitted; the strand is idle and the caller no longer
+    /// owns it.
+    Released,
+}
+
+/// The submission stack and ownership word. See the module docs.
+pub(crate) struct Queue<I: Link> {
+    head: AtomicUsize,
+    _items: PhantomData<I>,
+}
+
+// SAFETY: the queue owns the items it holds and hands each one out exactly
+// once, to one thread; sending or sharing the queue moves or shares only
+// the right to push and take, which is what `I: Send` allows.
+unsafe impl<I: Link + Send> Send for Queue<I> {}
+// SAFETY: as above; every access to `head` is atomic.
+unsafe impl<I: Link + Send> Sync for Queue<I> {}
+
+impl<I: Link> Queue<I> {
+    /// An idle, empty queue.
+    pub(crate) fn new() -> Self {
+        Queue {
+            head: AtomicUsize::new(0),
+            _items: PhantomData,
+        }
+    }
+
+    /// Submits `item`: one compare-and-swap (retried only under contention).
+    pub(crate) fn push(&self, item: I) -> Pushed<I> {
+        let word = item.into_word();
+        debug_assert!(word > 3 && word & OWNED == 0, "a bad item word");
+        let mut head = self.head.load(Relaxed);
+        loop {
+            if head == DEAD {
+                // SAFETY: `word` came from `into_word` just above and was not
+                // published.
+                return Pushed::Dead(unsafe { I::from_word(word) });
+            }
+            // SAFETY: `word` is ours until the CAS below publishes it.
+            unsafe { I::set_next(word, top(head)) };
+            // Release publishes the item (and its link) to the owner that
+            // swaps it out. Acquire matters when `OWNED` was clear: the
+            // caller becomes the owner and must see what the previous owner
+            // released.
+            match self
+                .head
+                .compare_exchange_weak(head, word | OWNED, AcqRel, Relaxed)
+            {
+                Ok(_) if head & OWNED != 0 => return Pushed::Queued,
+                Ok(_) => return Pushed::Owned,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Takes the strand over if it is idle (and therefore empty), without
+    /// queueing anything: the uncontended path of a lock, or (`quick`) of a
+    /// section run on the spot.
+    pub(crate) fn try_acquire(&self, quick: bool) -> bool {
+        let owned = if quick { QUICK } else { OWNED };
+        // Acquire: see what the previous owner released.
+        self.head
+            .compare_exchange(0, owned, Acquire, Relaxed)
+            .is_ok()
+    }
+
+    /// The strand's state right now (stale as soon as it returns).
+    pub(crate) fn peek(&self) -> Peek {
+        match self.head.load(Relaxed) {
+            0 => Peek::Idle,
+            OWNED => Peek::Busy,
+            QUICK => Peek::Quick,
+            DEAD => Peek::Dead,
+            _ => Peek::Queued,
+        }
+    }
+
+    /// For the owner: everything submitted so far as a FIFO batch, or, if
+    /// nothing was, gives up ownership.
+    pub(crate) fn take(&self) -> Taken<I> {
+        let mut head = self.head.load(Relaxed);
+        loop {
+            debug_assert!(head & OWNED != 0, "take by a non-owner");
+            if head == OWNED || head == QUICK {
+                // Release hands what this owner wrote (its batch cursor, the
+                // strand's counters) to whoever owns the strand next.
+                match self.head.compare_exchange(head, 0, Release, Relaxed) {
+                    Ok(_) => return Taken::Released,
+                    Err(now) => head = now,
+                }
+                continue;
+            }
+            // Acquire: see the items (and links) the pushes released.
+            let top = top(self.head.swap(OWNED, Acquire));
+            // SAFETY: the swap took the stack out of the queue: its items
+            // are ours alone.
+            let (list, n) = unsafe { List::reversed(top) };
+            return Taken::Batch(list, n);
+        }
+    }
+
+    /// For the owner: marks the strand dead for good and returns what was
+    /// still queued. From now on every push is handed back.
+    pub(crate) fn kill(&self) -> List<I> {
+        let top = top(self.head.swap(DEAD, Acquire));
+        // SAFETY: as in `take`.
+        unsafe { List::reversed(top).0 }
+    }
+
+    /// `true` once [`kill`](Queue::kill) was called.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.head.load(Relaxed) == DEAD
+    }
+}
+
+impl<I: Link> Drop for Queue<I> {
+    fn drop(&mut self) {
+        let top = top(self.head.swap(0, Relaxed));
+        // SAFETY: `&mut self`: nobody else can reach the items.
+        drop(unsafe { List::<I>::reversed(top) });
+    }
+}
+
+/// A FIFO list of items linked through their own slots, owned by whoever
+/// holds it. Dropping it drops the items.
+pub(crate) struct List<I: Link> {
+    first: usize,
+    _items: PhantomData<I>,
+}
+
+// SAFETY: a list owns its items; moving it moves them.
+unsafe impl<I: Link + Send> Send for List<I> {}
+
+impl<I: Link> Default for List<I> {
+    fn default() -> Self {
+        List {
+            first: 0,
+            _items: PhantomData,
+        }
+    }
+}
+
+impl<I: Link> List<I> {
+    /// Turns a stack (newest first) into a list (oldest first) by
+    /// relinking it in place, and counts it.
+    ///
+    /// # Safety
+    ///
+    /// The stack from `top` on belongs to the caller alone.
+    unsafe fn reversed(top: usize) -> (Self, usize) {
+        let (mut prev, mut cur, mut n) = (0, top, 0);
+        while cur != 0 {
+            // SAFETY: every word on the stack came from `into_word`, and
+            // the caller owns the stack.
+            unsafe {
+                let next = I::next(cur);
+                I::set_next(cur, prev);
+                prev = cur;
+                cur = next;
+            }
+            n += 1;
+        }
+        (
+            List {
+                first: prev,
+                _items: PhantomData,
+            },
+            n,
+        )
+    }
+
+    /// Takes the oldest item. Its successor is read first, so the item may
+    /// be queued again (its link rewritten) as soon as it is returned.
+    pub(crate) fn pop_front(&mut self) -> Option<I> {
+        if self.first == 0 {
+            return None;
+        }
+        let word = self.first;
+        // SAFETY: the list owns `word`, which came from `into_word`.
+        unsafe {
+            self.first = I::next(word);
+            Some(I::from_word(word))
+        }
+    }
+
+    /// Puts `item` back in front.
+    pub(crate) fn push_front(&mut self, item: I) {
+        let word = item.into_word();
+        // SAFETY: `word` is ours: it came from `into_word` just above.
+        unsafe { I::set_next(word, self.first) };
+        self.first = word;
+    }
+}
+
+impl<I: Link> Iterator for List<I> {
+    type Item = I;
+    fn next(&mut self) -> Option<I> {
+        self.pop_front()
+    }
+}
+
+impl<I: Link> Drop for List<I> {
+    fn drop(&mut self) {
+        while self.pop_front().is_some() {}
+    }
+}
+
+/// A cell that only the strand's current owner touches. Ownership passes
+/// through `head` (and, for locks, a waiter's state) with release/acquire
+/// pairs, which is what makes the accesses ordered; under loom the cell
+/// checks that they are.
+pub(crate) struct OwnerCell<T> {
+    #[cfg(not(loom))]
+    cell: std::cell::UnsafeCell<T>,
+    #[cfg(loom)]
+    cell: loom::cell::UnsafeCell<T>,
+}
+
+// SAFETY: only the owner of the strand touches the value, one owner at a
+// time, each handing over to the next with a release/acquire pair; so the
+// value is used by one thread at a time, which `T: Send` allows.
+unsafe impl<T: Send> Sync for OwnerCell<T> {}
+
+impl<T> OwnerCell<T> {
+    pub(crate) fn new(value: T) -> Self {
+        OwnerCell {
+            #[cfg(not(loom))]
+            cell: std::cell::UnsafeCell::new(value),
+            #[cfg(loom)]
+            cell: loom::cell::UnsafeCell::new(value),
+        }
+    }
+
+    /// Runs `f` on the value.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand (see the module docs of `strand`).
+    pub(crate) unsafe fn with_mut<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        #[cfg(not(loom))]
+        // SAFETY: the caller owns the strand, so nobody else is in the cell.
+        return f(unsafe { &mut *self.cell.get() });
+        #[cfg(loom)]
+        // SAFETY: as above; loom checks it.
+        return self.cell.with_mut(|p| f(unsafe { &mut *p }));
+    }
+}
+
+/// An entry of a strand's queue.
+pub(crate) enum Item {
+    /// A task's runnable: a section of a spawned task.
+    Task(Runnable),
+    /// A posted closure, or a lock request.
+    Node(Node),
+}
+
+/// Bit 1 of an item word: the word is a node, not a runnable.
+const NODE_TAG: usize = 0b10;
+
+/// A queue entry that is not a task: a [`Header`] at the start of a larger
+/// allocation (a posted closure, a lock request), which its vtable knows
+/// how to run or dispose of. Dropping a node disposes of it.
+pub(crate) struct Node(NonNull<Header>);
+
+// SAFETY: every node is made from `Send` parts (a `Send` closure, or a
+// waiter of `Send + Sync` atomics and a mutex), and is run or disposed of
+// once, by whoever holds the `Node`.
+unsafe impl Send for Node {}
+
+/// The start of every node.
+#[repr(C)]
+pub(crate) struct Header {
+    /// The queue's link.
+    link: AtomicUsize,
+    vtable: &'static NodeVTable,
+}
+
+/// What a node does.
+pub(crate) struct NodeVTable {
+    /// Runs the node, consuming it: calls a closure, or grants a lock
+    /// request. Returns `true` if it granted: the caller handed the strand
+    /// over and no longer owns it.
+    pub(crate) run: unsafe fn(NonNull<Header>) -> bool,
+    /// Disposes of a node that will never run, consuming it (a lock request
+    /// is told that its strand is dead).
+    pub(crate) discard: unsafe fn(NonNull<Header>),
+    /// `true` for lock requests: running one only hands the strand over, so
+    /// any owner may; everything else runs on the runner.
+    pub(crate) grants: bool,
+}
+
+impl Header {
+    pub(crate) fn new(vtable: &'static NodeVTable) -> Header {
+        Header {
+            link: AtomicUsize::new(0),
+            vtable,
+        }
+    }
+}
+
+impl Node {
+    /// # Safety
+    ///
+    /// `header` starts a live node that belongs to the caller, and whose
+    /// vtable's functions may be called with `header`, once.
+    pub(crate) unsafe fn from_header(header: NonNull<Header>) -> Node {
+        Node(header)
+    }
+
+    fn vtable(&self) -> &'static NodeVTable {
+        // SAFETY: the node is alive while we hold it.
+        unsafe { self.0.as_ref() }.vtable
+    }
+
+    /// `true` for a lock request.
+    pub(crate) fn grants(&self) -> bool {
+        self.vtable().grants
+    }
+
+    /// Runs the node; see [`NodeVTable::run`].
+    pub(crate) fn run(self) -> bool {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: the node is ours (`from_header`'s contract) and is
+        // consumed here once: `ManuallyDrop` keeps `Drop` from discarding it.
+        unsafe { (this.vtable().run)(this.0) }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // SAFETY: the node is ours and is consumed here once.
+        unsafe { (self.vtable().discard)(self.0) }
+    }
+}
+
+/// A posted closure, as a node.
+#[repr(C)]
+struct Call<F> {
+    header: Header,
+    f: F,
+    admission: Admission,
+}
+
+impl<F: FnOnce() + Send + 'static> Call<F> {
+    const VTABLE: NodeVTable = NodeVTable {
+        run: Self::run,
+        discard: Self::discard,
+        grants: false,
+    };
+
+    /// Boxes `f` as a node: the one allocation a post makes.
+    pub(crate) fn node(f: F, admission: Admission) -> Node {
+        let call = Box::new(Call {
+            header: Header::new(&Self::VTABLE),
+            f,
+            admission,
+        });
+        // SAFETY: `Call` is `repr(C)` with the header first, so the box's
+        // pointer is the header's; the vtable is this type's.
+        unsafe { Node::from_header(NonNull::from(Box::leak(call)).cast()) }
+    }
+
+    /// # Safety
+    ///
+    /// `header` came from [`Call::node`] of this `F`, and is consumed.
+    unsafe fn run(header: NonNull<Header>) -> bool {
+        // SAFETY: the caller's contract: the box is ours to take back.
+        let Call { f, admission, .. } =
+            *unsafe { Box::from_raw(header.cast::<Call<F>>().as_ptr()) };
+        // A posted closure has no handle to report a panic to: it goes
+        // where a detached task's would (a pool's `on_unobserved_panic`),
+        // and the strand goes on.
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+            if let Some(sink) = admission.sink() {
+                sink.unobserved_panic(payload);
+            }
+        }
+        false
+    }
+
+    /// # Safety
+    ///
+    /// As for [`run`](Call::run).
+    unsafe fn discard(header: NonNull<Header>) {
+        // SAFETY: as in `run`.
+        drop(unsafe { Box::from_raw(header.cast::<Call<F>>().as_ptr()) });
+    }
+}
+
+/// A posted closure, as a queue item, with the admission that keeps its
+/// executor counting it until it has run or been dropped.
+pub(crate) fn call<F: FnOnce() + Send + 'static>(f: F, admission: Admission) -> Item {
+    Item::Node(Call::node(f, admission))
+}
+
+/// The link slot of an item word.
+enum LinkRef<'a> {
+    Task(&'a std::sync::atomic::AtomicUsize),
+    Node(&'a AtomicUsize),
+}
+
+impl Item {
+    /// # Safety
+    ///
+    /// `word` came from `into_word` and is not yet turned back into an item.
+    unsafe fn with_link<R>(word: usize, f: impl FnOnce(LinkRef<'_>) -> R) -> R {
+        if word & NODE_TAG != 0 {
+            // SAFETY: the word is a live node's header pointer, tagged.
+            let header = unsafe { &*((word & !NODE_TAG) as *const Header) };
+            f(LinkRef::Node(&header.link))
+        } else {
+            // SAFETY: the word is a runnable's pointer; the task, its
+            // metadata included, lives while the runnable does, and the
+            // word stands for the runnable. `ManuallyDrop` keeps this
+            // borrow from consuming it.
+            let runnable = ManuallyDrop::new(unsafe {
+                Runnable::from_raw(NonNull::new_unchecked(word as *mut ()))
+            });
+            f(LinkRef::Task(&runnable.metadata().strand_link))
+        }
+    }
+}
+
+// SAFETY:
+// - a runnable's pointer points at its task's header, which holds atomics,
+//   so it is aligned to 4 or more: above 3, bits 0 and 1 clear; a node's
+//   header pointer likewise (it holds an atomic), tagged with bit 1 only;
+// - the links are `TaskInfo::strand_link` and `Header::link`: a runnable
+//   exists once and is in one queue at a time, and a node is pushed once,
+//   so each link belongs to the one word that stands for its item.
+unsafe impl Link for Item {
+    fn into_word(self) -> usize {
+        match self {
+            Item::Task(runnable) => runnable.into_raw().as_ptr() as usize,
+            Item::Node(node) => ManuallyDrop::new(node).0.as_ptr() as usize | NODE_TAG,
+        }
+    }
+
+    unsafe fn from_word(word: usize) -> Self {
+        // SAFETY: `word` came from `into_word` (the caller's contract), and
+        // the tag says which kind it was.
+        unsafe {
+            if word & NODE_TAG != 0 {
+                Item::Node(Node(NonNull::new_unchecked(
+                    (word & !NODE_TAG) as *mut Header,
+                )))
+            } else {
+                Item::Task(Runnable::from_raw(NonNull::new_unchecked(word as *mut ())))
+            }
+        }
+    }
+
+    unsafe fn next(word: usize) -> usize {
+        // SAFETY: the caller's contract is `with_link`'s. Relaxed: the
+        // queue's release/acquire on its head orders the links.
+        unsafe {
+            Item::with_link(word, |link| match link {
+                LinkRef::Task(l) => l.load(Relaxed),
+                LinkRef::Node(l) => l.load(Relaxed),
+            })
+        }
+    }
+
+    unsafe fn set_next(word: usize, next: usize) {
+        // SAFETY: as in `next`.
+        unsafe {
+            Item::with_link(word, |link| match link {
+                LinkRef::Task(l) => l.store(next, Relaxed),
+                LinkRef::Node(l) => l.store(next, Relaxed),
+            })
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom::Arc;
+    use loom::thread;
+
+    /// A test item: a boxed node with a loom-checked link.
+    struct Node {
+        link: AtomicUsize,
+        producer: usize,
+        seq: usize,
+        /// Submit once more when drained (a task that wakes itself).
+        again: bool,
+    }
+
+    struct Item(Box<Node>);
+
+    // SAFETY: a `Box<Node>` pointer is aligned to 4 or more (`Node` holds a
+    // `usize`), so it is above 3 with bit 0 clear; the link is the node's own.
+    unsafe impl Link for Item {
+        fn into_word(self) -> usize {
+            Box::into_raw(self.0) as usize
+        }
+        unsafe fn from_word(word: usize) -> Self {
+            // SAFETY: `word` came from `Box::into_raw`.
+            Item(unsafe { Box::from_raw(word as *mut Node) })
+        }
+        unsafe fn next(word: usize) -> usize {
+            // SAFETY: the node is alive while it is a word.
+            unsafe { (*(word as *const Node)).link.load(Relaxed) }
+        }
+        unsafe fn set_next(word: usize, next: usize) {
+            // SAFETY: as above.
+            unsafe { (*(word as *const Node)).link.store(next, Relaxed) }
+        }
+    }
+
+    fn item(producer: usize, seq: usize, again: bool) -> Item {
+        Item(Box::new(Node {
+            link: AtomicUsize::new(0),
+            producer,
+            seq,
+            again,
+        }))
+    }
+
+    struct Strand {
+        queue: Queue<Item>,
+        /// Proves that owners never overlap.
+        in_section: AtomicUsize,
+        /// What ran, in order; touched by the owner only.
+        log: OwnerCell<Vec<(usize, usize)>>,
+        ran: AtomicUsize,
+    }
+
+    impl Strand {
+        /// What a submitter does: push, and if that made it the owner,
+        /// drain (standing in for the runner it would start).
+        fn submit(&self, item: Item) {
+            match self.queue.push(item) {
+                Pushed::Queued => {}
+                Pushed::Owned => self.drain(),
+                Pushed::Dead(_) => unreachable!(),
+            }
+        }
+
+        /// The runner: batches until the queue says the strand is idle.
+        fn drain(&self) {
+            loop {
+                match self.queue.take() {
+                    Taken::Released => return,
+                    Taken::Batch(list, _) => {
+                        for Item(node) in list {
+                            assert_eq!(self.in_section.swap(1, SeqCst), 0, "two owners");
+                            // SAFETY: inside `drain` this thread owns the strand.
+                            unsafe { self.log.with_mut(|l| l.push((node.producer, node.seq))) };
+                            self.ran.fetch_add(1, Relaxed);
+                            if node.again {
+                                // Re-submitted while the strand is owned: queued.
+                                match self.queue.push(item(node.producer, node.seq + 10, false)) {
+                                    Pushed::Queued => {}
+                                    _ => unreachable!("pushed while owned"),
+                                }
+                            }
+                            assert_eq!(self.in_section.swap(0, SeqCst), 1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Two submitters race each other and the drain; one item re-submits
+    /// itself while being drained. Every item runs exactly once, each
+    /// producer's items in order, never two owners at once, and the strand
+    /// ends idle and empty.
+    #[test]
+    fn submit_drain_resubmit() {
+        loom::model(|| {
+            let strand = Arc::new(Strand {
+                queue: Queue::new(),
+                in_section: AtomicUsize::new(0),
+                log: OwnerCell::new(Vec::new()),
+                ran: AtomicUsize::new(0),
+            });
+            let other = {
+                let strand = strand.clone();
+                thread::spawn(move || {
+                    strand.submit(item(1, 0, false));
+                    strand.submit(item(1, 1, false));
+                })
+            };
+            strand.submit(item(0, 0, true));
+            strand.submit(item(0, 1, false));
+            other.join().unwrap();
+            assert_eq!(strand.ran.load(SeqCst), 5);
+            assert_eq!(strand.queue.head.load(SeqCst), 0, "idle and empty");
+            // SAFETY: the strand is idle and every thread has finished.
+            let log = unsafe { strand.log.with_mut(std::mem::take) };
+            for p in 0..2 {
+                let mine: Vec<usize> = log.iter().filter(|e| e.0 == p).map(|e| e.1).collect();
+                let want: &[usize] = if p == 0 { &[0, 1, 10] } else { &[0, 1] };
+                // Producer 0's re-submission comes after its own item 0;
+                // item 1 may run before or after it.
+                let mut sorted = mine.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, want, "every item once");
+                let pos = |s| mine.iter().position(|&x| x == s).unwrap();
+                assert!(pos(0) < pos(1), "FIFO per producer: {mine:?}");
+                if p == 0 {
+                    assert!(pos(0) < pos(10));
+                }
+            }
+        });
+    }
+
+    /// A push racing the owner's kill is either drained by the kill or
+    /// handed back: never lost, never stranded.
+    #[test]
+    fn push_vs_kill() {
+        loom::model(|| {
+            let queue = Arc::new(Queue::<Item>::new());
+            assert!(queue.try_acquire(false));
+            let pusher = {
+                let queue = queue.clone();
+                thread::spawn(move || match queue.push(item(0, 0, false)) {
+                    Pushed::Queued => 0,
+                    Pushed::Dead(_) => 1,
+                    Pushed::Owned => unreachable!("the strand is owned until killed"),
+                })
+            };
+            let drained = queue.kill().count();
+            let handed_back = pusher.join().unwrap();
+            assert_eq!(drained + handed_back, 1);
+            assert!(queue.is_dead());
+        });
+    }
+}

@@ -1,0 +1,839 @@
+//! Tasks: how a future becomes an `async-task` runnable, and the handle that
+//! reports how it ended.
+//!
+//! Every future spawned by viaduct is wrapped in a [`TaskFuture`] that
+//!
+//! 1. catches a panic of the user's future, so a worker thread never unwinds
+//!    and the payload reaches the [`JoinHandle`] as [`TaskError::Panicked`];
+//! 2. marks the running task in a thread-local, which is what lets
+//!    [`hop_to`](crate::hop_to) find the task it is moving;
+//! 3. holds the executor's [`Admission`] until the future is dropped, so a
+//!    pool counts its live tasks and a bounded pool frees a slot.
+//!
+//! The task's metadata ([`TaskInfo`]) names the executor it is scheduled on.
+
+use std::any::Any;
+use std::cell::Cell;
+use std::fmt;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+
+use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
+
+use crate::executor::{Admission, Exec, Executor, Sink};
+
+/// A unit of work handed to an [`Executor`](crate::Executor): run it with
+/// [`Runnable::run`](async_task::Runnable::run), or drop it to cancel the task.
+///
+/// # Examples
+///
+/// An executor that queues runnables for the caller to run:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use viaduct::{Executor, ExecutorExt, Runnable};
+///
+/// #[derive(Clone, Default)]
+/// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+///
+/// impl Executor for Queue {
+///     fn schedule(&self, runnable: Runnable) {
+///         self.0.lock().unwrap().push(runnable);
+///     }
+/// }
+///
+/// let queue = Queue::default();
+/// let handle = queue.run(|| 6 * 7);
+/// assert!(!handle.is_finished());
+/// let runnable = queue.0.lock().unwrap().pop().unwrap();
+/// runnable.run();
+/// assert!(handle.is_finished());
+/// assert_eq!(viaduct::block_on(handle).unwrap(), 42);
+/// ```
+pub type Runnable = async_task::Runnable<TaskInfo>;
+
+/// The payload of a panic, as [`std::panic::catch_unwind`] returns it.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, ExecutorExt, Inline, PanicPayload, TaskError};
+///
+/// let err = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
+/// let TaskError::Panicked(panic) = err else { unreachable!() };
+/// let payload: PanicPayload = panic.into_payload();
+/// assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
+/// ```
+pub type PanicPayload = Box<dyn Any + Send + 'static>;
+
+/// Metadata every viaduct task carries: where it is scheduled.
+///
+/// An [`Executor`](crate::Executor) sees it through
+/// [`Runnable::metadata`](async_task::Runnable::metadata); the one thing it
+/// tells an executor is [`woken_while_running`](TaskInfo::woken_while_running),
+/// which a fair scheduler uses to queue a yielding task behind the others.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use viaduct::{Executor, ExecutorExt, Runnable};
+///
+/// #[derive(Clone, Default)]
+/// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+///
+/// impl Executor for Queue {
+///     fn schedule(&self, runnable: Runnable) {
+///         self.0.lock().unwrap().push(runnable);
+///     }
+/// }
+///
+/// let queue = Queue::default();
+/// let _handle = queue.spawn(async {});
+/// let runnable = queue.0.lock().unwrap().pop().unwrap();
+/// // A new task was not woken by itself.
+/// assert!(!runnable.metadata().woken_while_running());
+/// runnable.run();
+/// ```
+pub struct TaskInfo {
+    home: Exec,
+    /// Set by `hop_to`; read by `schedule`. `hopped` lets the common case
+    /// skip the lock.
+    hop: Mutex<Option<Exec>>,
+    hopped: AtomicBool,
+    yielded: AtomicBool,
+    /// The next item while the runnable sits in a strand's queue: the
+    /// queue is intrusive, so submitting to a strand allocates nothing
+    /// (see `strand::queue`). A runnable is in one queue at a time.
+    pub(crate) strand_link: AtomicUsize,
+}
+
+impl TaskInfo {
+    /// `true` if this wake-up came from the task itself while it was being
+    /// polled (a yield), so the executor should run other tasks first.
+    ///
+    /// # Examples
+    ///
+    /// A task that yields is scheduled again with the flag set:
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::task::Poll;
+    /// use viaduct::{block_on, Executor, ExecutorExt, Runnable};
+    ///
+    /// #[derive(Clone, Default)]
+    /// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+    ///
+    /// impl Executor for Queue {
+    ///     fn schedule(&self, runnable: Runnable) {
+    ///         self.0.lock().unwrap().push(runnable);
+    ///     }
+    /// }
+    ///
+    /// let queue = Queue::default();
+    /// let handle = queue.spawn(async {
+    ///     let mut yielded = false;
+    ///     std::future::poll_fn(|cx| {
+    ///         if yielded {
+    ///             return Poll::Ready(7);
+    ///         }
+    ///         yielded = true;
+    ///         cx.waker().wake_by_ref(); // a yield: wake ourselves, then return Pending
+    ///         Poll::Pending
+    ///     })
+    ///     .await
+    /// });
+    /// let first = queue.0.lock().unwrap().pop().unwrap();
+    /// assert!(!first.metadata().woken_while_running());
+    /// first.run();
+    /// let again = queue.0.lock().unwrap().pop().unwrap();
+    /// assert!(again.metadata().woken_while_running());
+    /// again.run();
+    /// assert_eq!(block_on(handle).unwrap(), 7);
+    /// ```
+    pub fn woken_while_running(&self) -> bool {
+        self.yielded.load(Ordering::Relaxed)
+    }
+
+    /// The executor the task is scheduled on now.
+    pub(crate) fn executor(&self) -> Exec {
+        if self.hopped.load(Ordering::Acquire) {
+            if let Some(ex) = crate::loom::lock_std(&self.hop).as_ref() {
+                return ex.clone();
+            }
+        }
+        self.home.clone()
+    }
+
+    /// Moves the task: its next schedule goes to `ex`.
+    pub(crate) fn set_executor(&self, ex: Exec) {
+        *crate::loom::lock_std(&self.hop) = Some(ex);
+        self.hopped.store(true, Ordering::Release);
+    }
+
+    /// Runs `f` with the executor the task is scheduled on now, cloning it
+    /// only when the task has hopped.
+    pub(crate) fn with_executor<R>(&self, f: impl FnOnce(&Exec) -> R) -> R {
+        if self.hopped.load(Ordering::Acquire) {
+            // Unlocked before `f` runs: `f` schedules the task, which may
+            // then run, and hop again, before `f` returns.
+            let hop = crate::loom::lock_std(&self.hop).clone();
+            if let Some(ex) = hop {
+                return f(&ex);
+            }
+        }
+        f(&self.home)
+    }
+}
+
+impl fmt::Debug for TaskInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskInfo").finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    static CURRENT_TASK: Cell<*const TaskInfo> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Runs `f` with the metadata of the viaduct task being polled on this
+/// thread, if any.
+pub(crate) fn with_current_task<R>(f: impl FnOnce(Option<&TaskInfo>) -> R) -> R {
+    let ptr = CURRENT_TASK.with(Cell::get);
+    // SAFETY: the pointer is set only by `TaskFuture::poll` for the duration
+    // of that poll and reset (by `CurrentGuard`) before it returns; while the
+    // task is being polled its allocation, metadata included, is alive.
+    f(unsafe { ptr.as_ref() })
+}
+
+struct CurrentGuard(*const TaskInfo);
+
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        CURRENT_TASK.with(|c| c.set(self.0));
+    }
+}
+
+/// How a task ended, as its handle reports it.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, ExecutorExt, Inline, ManualExecutor, RejectReason, TaskError};
+///
+/// let panicked = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
+/// assert!(matches!(panicked, TaskError::Panicked(_)));
+///
+/// let ex = ManualExecutor::new();
+/// let mut queued = ex.spawn(async { 1 });
+/// queued.abort();
+/// assert!(matches!(block_on(queued), Err(TaskError::Cancelled)));
+///
+/// ex.close();
+/// let refused = block_on(ex.spawn(async { 2 })).unwrap_err();
+/// assert!(matches!(refused, TaskError::Rejected(RejectReason::Closed)));
+/// assert_eq!(refused.to_string(), "task was rejected: the executor is closed");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TaskError {
+    /// The task panicked; [`Panic`] holds the payload and its message.
+    Panicked(Panic),
+    /// The task was cancelled before it finished: aborted through its handle,
+    /// or dropped by `shutdown_now`, or its executor shut down with it queued.
+    Cancelled,
+    /// The executor did not accept the task.
+    Rejected(RejectReason),
+}
+
+/// Why an executor refused work.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{ExecutorExt, ManualExecutor, RejectReason};
+///
+/// let ex = ManualExecutor::new();
+/// ex.close();
+/// let rejected = ex.try_spawn(async {}).unwrap_err();
+/// assert_eq!(rejected.reason(), RejectReason::Closed);
+/// assert_eq!(RejectReason::Closed.to_string(), "the executor is closed");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The executor is closed (or shut down).
+    Closed,
+    /// The executor is bounded and full.
+    Full,
+}
+
+impl TaskError {
+    /// The panic message, if the task panicked with a `&str` or `String`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, Inline};
+    ///
+    /// let err = block_on(Inline.run(|| -> u8 { panic!("bad input: {}", 7) })).unwrap_err();
+    /// assert_eq!(err.panic_message(), Some("bad input: 7"));
+    /// ```
+    pub fn panic_message(&self) -> Option<&str> {
+        match self {
+            TaskError::Panicked(p) => p.message(),
+            _ => None,
+        }
+    }
+
+    /// `true` for [`TaskError::Cancelled`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ManualExecutor};
+    ///
+    /// let ex = ManualExecutor::new();
+    /// let mut handle = ex.run(|| 1);
+    /// handle.abort();
+    /// let err = block_on(handle).unwrap_err();
+    /// assert!(err.is_cancelled());
+    /// assert!(!err.is_panic());
+    /// ```
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, TaskError::Cancelled)
+    }
+
+    /// `true` for [`TaskError::Panicked`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, Inline};
+    ///
+    /// let err = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
+    /// assert!(err.is_panic());
+    /// assert!(!err.is_cancelled());
+    /// ```
+    pub fn is_panic(&self) -> bool {
+        matches!(self, TaskError::Panicked(_))
+    }
+}
+
+pub(crate) fn panic_message(p: &(dyn Any + Send)) -> Option<&str> {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskError::Panicked(_) => match self.panic_message() {
+                Some(m) => write!(f, "task panicked: {m}"),
+                None => f.write_str("task panicked"),
+            },
+            TaskError::Cancelled => f.write_str("task was cancelled"),
+            TaskError::Rejected(r) => write!(f, "task was rejected: {r}"),
+        }
+    }
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RejectReason::Closed => "the executor is closed",
+            RejectReason::Full => "the executor is full",
+        })
+    }
+}
+
+impl std::error::Error for TaskError {}
+impl std::error::Error for RejectReason {}
+
+/// A task's panic: its message, and the payload to resume it with.
+///
+/// `Sync` although a panic payload is not: the payload is reachable only
+/// by value ([`into_payload`](Panic::into_payload)), so a `&Panic` shares
+/// nothing but the message. That makes [`TaskError`] fit in
+/// `Box<dyn Error + Send + Sync>`.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, ExecutorExt, Inline, TaskError};
+///
+/// let err = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
+/// let TaskError::Panicked(panic) = err else { unreachable!() };
+/// assert_eq!(panic.message(), Some("boom"));
+/// let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(TaskError::Panicked(panic));
+/// assert_eq!(boxed.to_string(), "task panicked: boom");
+/// ```
+pub struct Panic {
+    message: Option<String>,
+    payload: ByValue<PanicPayload>,
+}
+
+impl Panic {
+    pub(crate) fn new(payload: PanicPayload) -> Panic {
+        Panic {
+            message: panic_message(payload.as_ref()).map(str::to_owned),
+            payload: ByValue(payload),
+        }
+    }
+
+    /// The panic message, if the payload was a `&str` or a `String`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, Inline, TaskError};
+    ///
+    /// let err = block_on(Inline.run(|| -> u8 { std::panic::panic_any(7u32) })).unwrap_err();
+    /// let TaskError::Panicked(panic) = err else { unreachable!() };
+    /// assert_eq!(panic.message(), None); // not a string payload
+    /// ```
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    /// The payload, as [`std::panic::catch_unwind`] returned it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, Inline, TaskError};
+    ///
+    /// let err = block_on(Inline.run(|| -> u8 { std::panic::panic_any(7u32) })).unwrap_err();
+    /// let TaskError::Panicked(panic) = err else { unreachable!() };
+    /// assert_eq!(panic.into_payload().downcast_ref::<u32>(), Some(&7));
+    /// ```
+    pub fn into_payload(self) -> PanicPayload {
+        self.payload.0
+    }
+
+    /// Resumes the panic on the calling thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, Inline, TaskError};
+    ///
+    /// let err = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
+    /// let TaskError::Panicked(panic) = err else { unreachable!() };
+    /// let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| panic.resume()));
+    /// assert_eq!(caught.unwrap_err().downcast_ref::<&str>(), Some(&"boom"));
+    /// ```
+    pub fn resume(self) -> ! {
+        std::panic::resume_unwind(self.into_payload())
+    }
+}
+
+impl fmt::Debug for Panic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Panic")
+            .field("message", &self.message)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A value reachable only by value, never through `&`.
+struct ByValue<T>(T);
+
+// SAFETY: `Sync` lets threads share `&ByValue<T>`, and no code reads or
+// writes the `T` through a shared reference (only `into_payload`, which
+// owns it), so sharing the reference shares nothing of `T`; moving the `T`
+// to another thread needs `T: Send`.
+unsafe impl<T: Send> Sync for ByValue<T> {}
+
+/// Why a task has no value, on its way to the handle: a caught panic, or the
+/// error a continuation carries from the step before it. If the handle is
+/// gone (the task was detached), dropping a panic hands the payload to the
+/// executor's panic hook, so a detached task never dies silently.
+pub(crate) struct Failure {
+    error: Option<TaskError>,
+    sink: Option<Sink>,
+}
+
+impl Failure {
+    fn take(mut self) -> TaskError {
+        self.error.take().expect("the error is taken once")
+    }
+}
+
+impl Drop for Failure {
+    fn drop(&mut self) {
+        if let (Some(TaskError::Panicked(p)), Some(sink)) = (self.error.take(), &self.sink) {
+            sink.unobserved_panic(p.into_payload());
+        }
+    }
+}
+
+type Outcome<T> = Result<T, Failure>;
+
+/// The future async-task runs: the user's future plus the bookkeeping above.
+struct TaskFuture<'a, F> {
+    fut: ManuallyDrop<F>,
+    info: &'a TaskInfo,
+    admission: Admission,
+}
+
+impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
+    type Output = Outcome<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: `fut` is structurally pinned: it is never moved out of
+        // `self` (only dropped in place in `Drop`), and `TaskFuture` has no
+        // `Unpin` impl that would let it move while pinned. The other fields
+        // are not pinned.
+        let (fut, info, admission) = unsafe {
+            let TaskFuture {
+                fut,
+                info,
+                admission,
+            } = self.get_unchecked_mut();
+            (Pin::new_unchecked(&mut **fut), *info, &*admission)
+        };
+        let prev = CURRENT_TASK.with(|c| c.replace(info));
+        let _restore = CurrentGuard(prev);
+        #[cfg(feature = "tracing")]
+        let _span = tracing::trace_span!(
+            target: "viaduct",
+            "poll",
+            executor = info.home.name(),
+            task = info as *const TaskInfo as usize,
+            worker = std::thread::current().name().unwrap_or("")
+        )
+        .entered();
+        let failed = |error| {
+            Poll::Ready(Err(Failure {
+                error: Some(error),
+                sink: admission.sink(),
+            }))
+        };
+        match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Ready(Ok(v))) => Poll::Ready(Ok(v)),
+            Ok(Poll::Ready(Err(error))) => failed(error),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => failed(TaskError::Panicked(Panic::new(payload))),
+        }
+    }
+}
+
+impl<F> Drop for TaskFuture<'_, F> {
+    fn drop(&mut self) {
+        // A future that panics in `Drop` while being cancelled must not unwind
+        // into the executor that dropped it (a worker, or `shutdown_now`).
+        // SAFETY: `fut` is dropped exactly once, here, and never used again.
+        let dropped = catch_unwind(AssertUnwindSafe(|| unsafe {
+            ManuallyDrop::drop(&mut self.fut)
+        }));
+        if let (Err(p), Some(sink)) = (dropped, self.admission.sink()) {
+            sink.unobserved_panic(p);
+        }
+    }
+}
+
+/// One byte a schedule function captures so that it is not zero-sized (see
+/// `create_fallible`).
+#[derive(Clone, Copy)]
+struct KeepAlive(u8);
+
+impl KeepAlive {
+    #[inline(always)]
+    fn touch(self) {
+        std::hint::black_box(self.0);
+    }
+}
+
+/// Spawns `fut` on `exec`, which has already admitted it.
+pub(crate) fn spawn_admitted<F>(exec: Exec, fut: F, admission: Admission) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let (runnable, handle) = create_admitted(exec, fut, admission);
+    runnable.schedule();
+    handle
+}
+
+/// Spawns `fut` on `exec`, which has already admitted it; an `Err` from
+/// `fut` reaches the handle as the task's own error. That is how a
+/// continuation passes on the error of the step before it.
+pub(crate) fn spawn_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> JoinHandle<T>
+where
+    F: Future<Output = Result<T, TaskError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let (runnable, handle) = create_fallible(exec, fut, admission);
+    runnable.schedule();
+    handle
+}
+
+/// Creates the task [`spawn_admitted`] spawns, but leaves its first
+/// schedule to the caller (the timer holds it until its deadline).
+pub(crate) fn create_admitted<F>(
+    exec: Exec,
+    fut: F,
+    admission: Admission,
+) -> (Runnable, JoinHandle<F::Output>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    create_fallible(exec, futures::FutureExt::map(fut, Ok), admission)
+}
+
+/// Creates the task [`spawn_fallible`] spawns.
+fn create_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> (Runnable, JoinHandle<T>)
+where
+    F: Future<Output = Result<T, TaskError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let info = TaskInfo {
+        home: exec,
+        hop: Mutex::new(None),
+        hopped: AtomicBool::new(false),
+        yielded: AtomicBool::new(false),
+        strand_link: AtomicUsize::new(0),
+    };
+    // The schedule function must not be zero-sized: async-task keeps the task
+    // alive across a call to a schedule function only if it captures
+    // something, and `schedule` reads the executor out of the task's
+    // metadata while the executor may already be running the task elsewhere.
+    let keep_alive = KeepAlive(1);
+    let schedule = move |runnable: Runnable, how: ScheduleInfo| {
+        // A use, so that the closure captures it (`let _ = keep_alive;`
+        // would not, and the closure would be zero-sized; miri caught that).
+        keep_alive.touch();
+        let info: *const TaskInfo = runnable.metadata();
+        // SAFETY: `info` points into the task's allocation, which async-task
+        // keeps alive for the whole call (the schedule function is not
+        // zero-sized, see above), even after `runnable` is handed over.
+        let info = unsafe { &*info };
+        info.yielded
+            .store(how.woken_while_running, Ordering::Relaxed);
+        info.with_executor(|ex| ex.schedule(runnable));
+    };
+    debug_assert!(std::mem::size_of_val(&schedule) > 0, "see KeepAlive");
+    // SAFETY: `spawn_unchecked` asks for:
+    // - `Fut: Send` or single-thread use: `TaskFuture<F>` is Send because `F`
+    //   is Send, `&TaskInfo` is Send (TaskInfo is Sync) and `Admission` is
+    //   Send.
+    // - borrowed non-metadata variables outliving the runnable: the future
+    //   borrows only the metadata; `F` itself is 'static.
+    // - `schedule` Send + Sync + 'static: it captures a `u8`.
+    let (runnable, task) = unsafe {
+        Builder::new().metadata(info).spawn_unchecked(
+            move |info: &TaskInfo| TaskFuture {
+                fut: ManuallyDrop::new(fut),
+                info,
+                admission,
+            },
+            WithInfo(schedule),
+        )
+    };
+    let info = NonNull::from(task.metadata());
+    let handle = JoinHandle {
+        state: State::Running {
+            task: Some(task.fallible()),
+            info,
+        },
+        next: None,
+        upstream: None,
+    };
+    (runnable, handle)
+}
+
+/// A handle to a spawned task: a future of its result.
+///
+/// Awaiting it gives `Ok(value)`, or the [`TaskError`] saying why there is no
+/// value. Dropping it detaches the task, which runs on; [`abort`] cancels it.
+///
+/// [`abort`]: JoinHandle::abort
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, ExecutorExt, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(2).build().unwrap();
+/// let handle = pool.spawn(async { 6 * 7 });
+/// assert_eq!(block_on(handle).unwrap(), 42);
+/// ```
+#[must_use = "dropping a JoinHandle detaches the task; await it to see how it ended"]
+pub struct JoinHandle<T> {
+    state: State<T>,
+    /// The executor for continuations, where `via` chose one.
+    pub(crate) next: Option<Exec>,
+    /// For a continuation, the step before it, which `abort` cancels too.
+    pub(crate) upstream: Option<crate::future::Upstream>,
+}
+
+enum State<T> {
+    Running {
+        task: Option<FallibleTask<Outcome<T>, TaskInfo>>,
+        /// The task's metadata, alive as long as `task` is.
+        info: NonNull<TaskInfo>,
+    },
+    Failed {
+        error: Option<TaskError>,
+        exec: Exec,
+    },
+    /// Done before any task was needed (a strand section run on the spot).
+    Ready { value: Option<T>, exec: Exec },
+}
+
+// SAFETY: `info` is a shared reference into the task's metadata, which is
+// `Sync`; everything else in the handle is `Send`/`Sync` on its own terms.
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+// SAFETY: as above; `&JoinHandle` gives only `&TaskInfo` and `is_finished`.
+unsafe impl<T> Sync for JoinHandle<T> {}
+
+impl<T> Unpin for JoinHandle<T> {}
+
+impl<T> JoinHandle<T> {
+    pub(crate) fn failed(error: TaskError, exec: Exec) -> Self {
+        JoinHandle {
+            state: State::Failed {
+                error: Some(error),
+                exec,
+            },
+            next: None,
+            upstream: None,
+        }
+    }
+
+    /// A handle whose work is done already: it resolves to `value`, and its
+    /// continuations run on `exec`.
+    pub(crate) fn ready(value: T, exec: Exec) -> Self {
+        JoinHandle {
+            state: State::Ready {
+                value: Some(value),
+                exec,
+            },
+            next: None,
+            upstream: None,
+        }
+    }
+
+    /// Cancels the task if it has not finished: it will not be polled again,
+    /// its future is dropped, and awaiting the handle gives
+    /// [`TaskError::Cancelled`]. A task that already finished keeps its
+    /// result. Aborting a continuation (see [`then`](JoinHandle::then))
+    /// also cancels the steps before it that have not started.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ManualExecutor};
+    ///
+    /// let ex = ManualExecutor::new();
+    /// let mut handle = ex.run(|| "never runs");
+    /// handle.abort();
+    /// assert!(handle.is_finished());
+    /// ex.run_until_idle(); // the queued runnable is dropped, not run
+    /// assert!(block_on(handle).unwrap_err().is_cancelled());
+    /// ```
+    pub fn abort(&mut self) {
+        if let State::Running {
+            task: Some(task), ..
+        } = &self.state
+        {
+            if !task.is_finished() {
+                let exec = self.executor();
+                // Dropping an async-task handle cancels the task without
+                // waiting for it; the future is dropped by whoever holds the
+                // runnable, or right here if nobody does.
+                self.state = State::Failed {
+                    error: Some(TaskError::Cancelled),
+                    exec,
+                };
+            }
+        }
+        crate::future::abort_chain(self.upstream.take());
+    }
+
+    /// `true` once the task has finished, been cancelled or was rejected:
+    /// awaiting the handle would not wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ManualExecutor};
+    ///
+    /// let ex = ManualExecutor::new();
+    /// let handle = ex.run(|| 5);
+    /// assert!(!handle.is_finished());
+    /// ex.run_until_idle();
+    /// assert!(handle.is_finished());
+    /// assert_eq!(block_on(handle).unwrap(), 5);
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        match &self.state {
+            State::Running {
+                task: Some(task), ..
+            } => task.is_finished(),
+            _ => true,
+        }
+    }
+
+    /// The executor continuations of this handle run on: the one `via`
+    /// chose, else the one the task was spawned on.
+    pub(crate) fn executor(&self) -> Exec {
+        if let Some(ex) = &self.next {
+            return ex.clone();
+        }
+        match &self.state {
+            // SAFETY: `info` is alive as long as `task`, which we hold.
+            State::Running { info, .. } => unsafe { info.as_ref() }.executor(),
+            State::Failed { exec, .. } | State::Ready { exec, .. } => exec.clone(),
+        }
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, TaskError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.state {
+            State::Running { task, .. } => {
+                match Pin::new(task.as_mut().expect("task is held until drop")).poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Some(Ok(v))) => Poll::Ready(Ok(v)),
+                    Poll::Ready(Some(Err(failure))) => Poll::Ready(Err(failure.take())),
+                    Poll::Ready(None) => Poll::Ready(Err(TaskError::Cancelled)),
+                }
+            }
+            State::Failed { error, .. } => Poll::Ready(Err(error
+                .take()
+                .expect("JoinHandle polled after it returned its result"))),
+            State::Ready { value, .. } => Poll::Ready(Ok(value
+                .take()
+                .expect("JoinHandle polled after it returned its result"))),
+        }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        if let State::Running { task, .. } = &mut self.state {
+            if let Some(task) = task.take() {
+                task.detach();
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("finished", &self.is_finished())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,901 @@
+//! Timed tasks: run a closure or a future on any executor after a delay, at
+//! an instant, or periodically.
+//!
+//! A timed task is created as an ordinary viaduct task when it is
+//! scheduled (so the executor admits it then: a closed executor refuses it
+//! at once, and a bounded pool counts it while it waits), but its runnable
+//! is parked in the timer instead of being handed to the executor. When the
+//! deadline comes the timer schedules it, and it runs like any other task.
+//!
+//! # Ground rules
+//!
+//! A job's claim word decides between "it runs" and "it was cancelled":
+//!
+//! | from | to | by |
+//! |---|---|---|
+//! | [`WAITING`] | [`STARTED`] | the task, before it first runs the job |
+//! | [`WAITING`] | [`CANCELLED`] | `Scheduled::cancel` |
+//! | any | [`CANCELLED`] | `Periodic::cancel`: no run starts after it |
+//!
+//! Whoever moves a one-shot job out of [`WAITING`] wins: `cancel` returns
+//! `true` exactly when the job never runs. A periodic task checks the word
+//! before each run. Cancelling also unlinks the parked runnable (so no
+//! timer is left behind) or aborts the task if it was already handed over.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use pin_project::pin_project;
+
+use super::clock::nanos;
+use super::entry::{Action, Entry};
+use super::interval::{Interval, MissedTickBehavior};
+use super::sleep::Sleep;
+use super::wheel::Inserted;
+use super::Timer;
+use crate::executor::Executor;
+use crate::loom::{AtomicU64, AtomicUsize, Ordering};
+use crate::task::{create_admitted, JoinHandle, TaskError};
+
+/// The job has not started and may still be cancelled.
+const WAITING: usize = 0;
+/// The job has started (a one-shot job can no longer be cancelled).
+const STARTED: usize = 1;
+/// Cancelled: no run starts from now on.
+const CANCELLED: usize = 2;
+
+/// What a timed task and its handle share.
+struct Job {
+    claim: AtomicUsize,
+    runs: AtomicU64,
+    /// The timer that holds the task's runnable until its first run. The
+    /// runnable's future holds this `Job`, so the entry outlives its stay
+    /// in the wheel.
+    entry: Entry,
+}
+
+impl Job {
+    fn new(entry: Entry) -> Arc<Job> {
+        Arc::new(Job {
+            claim: AtomicUsize::new(WAITING),
+            runs: AtomicU64::new(0),
+            entry,
+        })
+    }
+
+    fn cancelled(&self) -> bool {
+        // Acquire pairs with the AcqRel of `cancel`'s swap or exchange.
+        self.claim.load(Ordering::Acquire) == CANCELLED
+    }
+}
+
+/// How a periodic job is spaced: [`Timer::execute_every_with`],
+/// [`TimedExt::execute_every_with`].
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::time::{MissedTickBehavior, Pacing};
+///
+/// assert_eq!(Pacing::default(), Pacing::FixedRate(MissedTickBehavior::Skip));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pacing {
+    /// Runs start every period after the first, on a fixed grid; a run
+    /// that overran its slot makes the following runs follow the
+    /// [`MissedTickBehavior`] (as an [`Interval`]'s ticks do).
+    FixedRate(MissedTickBehavior),
+    /// Each run starts one period after the previous one finished.
+    FixedDelay,
+}
+
+impl Default for Pacing {
+    /// Fixed rate, missed runs skipped.
+    fn default() -> Pacing {
+        Pacing::FixedRate(MissedTickBehavior::Skip)
+    }
+}
+
+/// Runs `fut` on the executor once the claim is won; `None` if the job was
+/// cancelled first.
+#[pin_project]
+struct Claimed<F> {
+    job: Arc<Job>,
+    started: bool,
+    #[pin]
+    fut: F,
+}
+
+impl<F: Future> Future for Claimed<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if !*this.started {
+            let won = this.job.claim.compare_exchange(
+                WAITING,
+                STARTED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+            if won.is_err() {
+                return Poll::Ready(None);
+            }
+            *this.started = true;
+        }
+        this.fut.poll(cx).map(Some)
+    }
+}
+
+/// What spaces the runs of a periodic job.
+enum Pace {
+    Rate(Interval),
+    Delay { sleep: Pin<Box<Sleep>>, period: u64 },
+}
+
+impl Pace {
+    fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self {
+            Pace::Rate(interval) => interval.poll_tick(cx).map(drop),
+            Pace::Delay { sleep, .. } => sleep.as_mut().poll(cx),
+        }
+    }
+
+    fn ran(&mut self) {
+        if let Pace::Delay { sleep, period } = self {
+            let now = sleep.timer.now_ns();
+            sleep.as_mut().reset_ns(now.saturating_add(*period), now);
+        }
+    }
+}
+
+/// The task of a periodic job: at most one run per poll, so runs never
+/// overlap, and a job that is behind yields between runs instead of
+/// holding its worker.
+#[pin_project]
+struct Repeat<F> {
+    f: F,
+    pace: Pace,
+    job: Arc<Job>,
+    /// The next run is due already (seen right after the previous run).
+    due: bool,
+}
+
+impl<F: FnMut()> Future for Repeat<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        if !*this.due && this.pace.poll_due(cx).is_pending() {
+            return Poll::Pending;
+        }
+        *this.due = false;
+        if this.job.cancelled() {
+            return Poll::Ready(());
+        }
+        // A panic here ends the task; its handle reports the payload.
+        (this.f)();
+        this.job.runs.fetch_add(1, Ordering::Release);
+        this.pace.ran();
+        if this.pace.poll_due(cx).is_ready() {
+            *this.due = true;
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+}
+
+/// A timed task that runs once: returned by `execute_after`, `execute_at`,
+/// `spawn_after` and `spawn_at`.
+///
+/// Await it for the task's output, or [`TaskError`] (`Cancelled` if
+/// cancelled, `Panicked` if it panicked, `Rejected` if the executor refused
+/// it). [`cancel`](Scheduled::cancel) stops it if it has not started.
+/// Dropping the handle detaches the task: it still runs.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use viaduct::time::Timer;
+/// use viaduct::ManualExecutor;
+///
+/// let timer = Timer::manual();
+/// let ex = ManualExecutor::new();
+/// let job = timer.execute_after(&ex, Duration::from_secs(1), || 42);
+/// assert!(!job.is_finished());
+/// timer.advance(Duration::from_secs(1));
+/// assert_eq!(ex.run_until(job).unwrap(), 42);
+/// ```
+#[must_use = "dropping a Scheduled detaches the task; keep it to cancel or await it"]
+pub struct Scheduled<T> {
+    join: JoinHandle<Option<T>>,
+    job: Arc<Job>,
+    timer: Timer,
+}
+
+impl<T> Scheduled<T> {
+    /// Cancels the task if it has not started. Returns `true` if it will
+    /// never run (awaiting the handle then gives
+    /// [`TaskError::Cancelled`]), `false` if it has started or finished
+    /// (awaiting gives how it ended). Its timer is unregistered at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::Timer;
+    /// use viaduct::{block_on, ManualExecutor};
+    ///
+    /// let timer = Timer::manual();
+    /// let ex = ManualExecutor::new();
+    /// let mut job = timer.execute_after(&ex, Duration::from_secs(1), || println!("never"));
+    /// assert!(job.cancel());
+    /// timer.advance(Duration::from_secs(2));
+    /// assert_eq!(ex.run_until_idle(), 0);
+    /// assert!(block_on(job).unwrap_err().is_cancelled());
+    /// ```
+    pub fn cancel(&mut self) -> bool {
+        let won = self.job.claim.compare_exchange(
+            WAITING,
+            CANCELLED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if won.is_err() {
+            return false;
+        }
+        // If the runnable is still parked, this drops it: the task is
+        // cancelled and its timer gone. If not, it is queued or about to
+        // be, and will not run the job (the claim is lost).
+        self.timer.remove(&self.job.entry);
+        self.join.abort();
+        true
+    }
+
+    /// `true` once the task has finished, been cancelled or was rejected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::Timer;
+    /// use viaduct::Inline;
+    ///
+    /// let timer = Timer::manual();
+    /// let job = timer.execute_after(&Inline, Duration::from_secs(1), || ());
+    /// assert!(!job.is_finished());
+    /// timer.advance(Duration::from_secs(1)); // Inline runs it right here
+    /// assert!(job.is_finished());
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.join.is_finished()
+    }
+}
+
+impl<T> Future for Scheduled<T> {
+    type Output = Result<T, TaskError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.join).poll(cx).map(|r| match r {
+            Ok(Some(v)) => Ok(v),
+            Ok(None) => Err(TaskError::Cancelled),
+            Err(e) => Err(e),
+        })
+    }
+}
+
+impl<T> fmt::Debug for Scheduled<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduled")
+            .field("finished", &self.is_finished())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A periodic job: returned by `execute_every` and `execute_every_with`.
+///
+/// Runs never overlap: the next run is timed only once the previous one
+/// has returned. The job stops when [`cancel`](Periodic::cancel)led, or
+/// when a run panics; awaiting the handle waits for that and says why, as
+/// a [`TaskError`]: `Cancelled`, `Panicked` with the payload, or `Rejected`
+/// if the executor refused the job. A job never stops silently. Dropping
+/// the handle detaches the job: it runs until its executor shuts down.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use viaduct::time::Timer;
+/// use viaduct::ManualExecutor;
+///
+/// let timer = Timer::manual();
+/// let ex = ManualExecutor::new();
+/// let mut job = timer.execute_every(&ex, Duration::from_secs(1), || println!("tick"));
+/// for _ in 0..3 {
+///     timer.advance(Duration::from_secs(1));
+///     ex.run_until_idle();
+/// }
+/// assert_eq!(job.runs(), 3);
+/// job.cancel();
+/// assert!(ex.run_until(job).is_cancelled());
+/// ```
+#[must_use = "dropping a Periodic detaches the job; keep it to cancel it or see it fail"]
+pub struct Periodic {
+    join: JoinHandle<()>,
+    job: Arc<Job>,
+    timer: Timer,
+}
+
+impl Periodic {
+    /// Stops the job: no run starts after this returns (one in progress
+    /// finishes). Returns `false` if it had stopped already.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::Timer;
+    /// use viaduct::Inline;
+    ///
+    /// let timer = Timer::manual();
+    /// let mut job = timer.execute_every(&Inline, Duration::from_secs(1), || ());
+    /// assert!(job.cancel());
+    /// assert!(!job.cancel());
+    /// timer.advance(Duration::from_secs(5));
+    /// assert_eq!(job.runs(), 0);
+    /// ```
+    pub fn cancel(&mut self) -> bool {
+        let finished = self.join.is_finished();
+        let before = self.job.claim.swap(CANCELLED, Ordering::AcqRel);
+        self.timer.remove(&self.job.entry);
+        self.join.abort();
+        before != CANCELLED && !finished
+    }
+
+    /// How many runs have completed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::Timer;
+    /// use viaduct::Inline;
+    ///
+    /// let timer = Timer::manual();
+    /// let job = timer.execute_every(&Inline, Duration::from_secs(1), || ());
+    /// timer.advance(Duration::from_secs(1));
+    /// timer.advance(Duration::from_secs(1));
+    /// assert_eq!(job.runs(), 2);
+    /// ```
+    pub fn runs(&self) -> u64 {
+        self.job.runs.load(Ordering::Acquire)
+    }
+
+    /// `true` once the job has stopped for good.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::Timer;
+    /// use viaduct::Inline;
+    ///
+    /// let timer = Timer::manual();
+    /// let job = timer.execute_every(&Inline, Duration::from_secs(1), || panic!("boom"));
+    /// assert!(!job.is_finished());
+    /// timer.advance(Duration::from_secs(1));
+    /// assert!(job.is_finished());
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.join.is_finished()
+    }
+}
+
+impl Future for Periodic {
+    /// Why the job stopped.
+    type Output = TaskError;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TaskError> {
+        Pin::new(&mut self.join).poll(cx).map(|r| match r {
+            Ok(()) => TaskError::Cancelled,
+            Err(e) => e,
+        })
+    }
+}
+
+impl fmt::Debug for Periodic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Periodic")
+            .field("runs", &self.runs())
+            .field("finished", &self.is_finished())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Timer {
+    /// Creates the task `make(job)` on `ex` and parks its runnable until
+    /// `deadline`, in `job`'s entry (which the task's future must hold).
+    fn park<E, F>(
+        &self,
+        ex: &E,
+        deadline: u64,
+        make: impl FnOnce(Arc<Job>) -> F,
+    ) -> (JoinHandle<F::Output>, Arc<Job>)
+    where
+        E: Executor + Clone,
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let job = Job::new(self.entry());
+        let admission = match ex.admit() {
+            Ok(a) => a,
+            Err(reason) => {
+                return (
+                    JoinHandle::failed(TaskError::Rejected(reason), ex.to_exec()),
+                    job,
+                )
+            }
+        };
+        let (runnable, join) = create_admitted(ex.to_exec(), make(job.clone()), admission);
+        if deadline <= self.now_ns() {
+            runnable.schedule();
+            return (join, job);
+        }
+        // SAFETY: the entry was made by `self.entry()` and is IDLE. It
+        // lives in the `Job` that the task's future holds, and the future
+        // lives as long as its runnable, which is the entry's action while
+        // it is linked: the entry stays in place until it is unlinked.
+        match unsafe { self.insert(&job.entry, deadline, Action::Run(runnable)) } {
+            Inserted::Linked => {}
+            Inserted::Due(action) => action.fire(),
+        }
+        (join, job)
+    }
+
+    fn spawn_at_ns<E, F>(&self, ex: &E, deadline: u64, fut: F) -> Scheduled<F::Output>
+    where
+        E: Executor + Clone,
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let (join, job) = self.park(ex, deadline, |job| Claimed {
+            job,
+            started: false,
+            fut,
+        });
+        Scheduled {
+            join,
+            job,
+            timer: self.clone(),
+        }
+    }
+
+    /// Runs `f` on `ex` once `delay` has passed by this timer's clock.
+    ///
+    /// The task is admitted by `ex` now (on a full bounded pool this waits
+    /// for room, as [`spawn`](crate::ExecutorExt::spawn) does) and handed to
+    /// it when the delay is over; on [`Inline`](crate::Inline) it then runs
+    /// on the thread that fires the timer (`viaduct-timer`, or the caller of
+    /// [`advance`](Timer::advance)), so keep such jobs short, and never
+    /// block there on another timer: the thread would wait for itself.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::Timer;
+    /// use viaduct::ManualExecutor;
+    ///
+    /// let timer = Timer::manual();
+    /// let ex = ManualExecutor::new();
+    /// let job = timer.execute_after(&ex, Duration::from_millis(5), || "ran");
+    /// timer.advance(Duration::from_millis(4));
+    /// assert_eq!(ex.len(), 0); // not yet handed over
+    /// timer.advance(Duration::from_millis(1));
+    /// assert_eq!(ex.len(), 1);
+    /// assert_eq!(ex.run_until(job).unwrap(), "ran");
+    /// ```
+    pub fn execute_after<E, F, R>(&self, ex: &E, delay: Duration, f: F) -> Scheduled<R>
+    where
+        E: Executor + Clone,
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let deadline = self.inner().clock.after(delay);
+        self.spawn_at_ns(ex, deadline, futures::future::lazy(move |_| f()))
+    }
+
+    /// Runs `f` on `ex` at `deadline` by this timer's clock (at once if it
+    /// has passed). See [`execute_after`](Timer::execute_after).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::Timer;
+    /// use viaduct::ManualExecutor;
+    ///
+    /// let timer = Timer::manual();
+    /// let ex = ManualExecutor::new();
+    /// let at = timer.now() + Duration::from_secs(3);
+    /// let job = timer.execute_at(&ex, at, || 1);
+    /// timer.advance(Duration::from_secs(3));
+    /// assert_eq!(ex.run_until(job).unwrap(), 1);
+    /// ```
+    pub fn execute_at<E, F, R>(&self, ex: &E, deadline: Instant, f: F) -> Scheduled<R>
+    where
+        E: Executor + Clone,
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let deadline = self.inner().clock.at(deadline);
+        self.spawn_at_ns(ex, deadline, futures::future::lazy(move |_| f()))
+    }
+
+    /// Spawns `fut` on `ex` once `delay` has passed: it is first polled
+    /// then. See [`execute_after`](Timer::execute_after).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::Timer;
+    /// use viaduct::ManualExecutor;
+    ///
+    /// let timer = Timer::manual();
+    /// let ex = ManualExecutor::new();
+    /// let job = timer.spawn_after(&ex, Duration::from_secs(1), async { 2 + 2 });
+    /// timer.advance(Duration::from_secs(1));
+    /// assert_eq!(ex.run_until(job).unwrap(), 4);
+    /// ```
+    pub fn spawn_after<E, F>(&self, ex: &E, delay: Duration, fut: F) -> Scheduled<F::Output>
+    where
+        E: Executor + Clone,
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let deadline = self.inner().clock.after(delay);
+        self.spawn_at_ns(ex, deadline, fut)
+    }
+
+    /// Spawns `fut` on `ex` at `deadline`: it is first polled then. See
+    /// [`execute_after`](Timer::execute_after).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::time::Timer;
+    /// use viaduct::ManualExecutor;
+    ///
+    /// let timer = Timer::manual();
+    /// let ex = ManualExecutor::new();
+    /// let job = timer.spawn_at(&ex, timer.now(), async { "now" }); // due already
+    /// assert_eq!(ex.run_until(job).unwrap(), "now");
+    /// ```
+    pub fn spawn_at<E, F>(&self, ex: &E, deadline: Instant, fut: F) -> Scheduled<F::Output>
+    where
+        E: Executor + Clone,
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let deadline = self.inner().clock.at(deadline);
+        self.spawn_at_ns(ex, deadline, fut)
+    }
+
+    /// Runs `f` on `ex` every `period` (the first run one period from
+    /// now), at a fixed rate, skipping runs missed because the job or its
+    /// executor fell a whole period behind. Same as
+    /// [`execute_every_with`](Timer::execute_every_with) with
+    /// [`Pacing::default()`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use viaduct::time::Timer;
+    /// use viaduct::Inline;
+    ///
+    /// let timer = Timer::manual();
+    /// let count = Arc::new(AtomicU32::new(0));
+    /// let c = count.clone();
+    /// let _job = timer.execute_every(&Inline, Duration::from_secs(1), move || {
+    ///     c.fetch_add(1, Ordering::Relaxed);
+    /// });
+    /// for _ in 0..5 {
+    ///     timer.advance(Duration::from_secs(1));
+    /// }
+    /// assert_eq!(count.load(Ordering::Relaxed), 5);
+    /// ```
+    pub fn execute_every<E, F>(&self, ex: &E, period: Duration, f: F) -> Periodic
+    where
+        E: Executor + Clone,
+        F: FnMut() + Send + 'static,
+    {
+        self.execute_every_with(ex, period, Pacing::default(), f)
+    }
+
+    /// Runs `f` on `ex` every `period`, spaced as `pacing` says; the first
+    /// run is one period from now. A zero period is raised to one
+    /// nanosecond. Runs never overlap, and a job that is behind yields to
+    /// the executor between runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::{Pacing, Timer};
+    /// use viaduct::ManualExecutor;
+    ///
+    /// let timer = Timer::manual();
+    /// let ex = ManualExecutor::new();
+    /// let job = timer.execute_every_with(&ex, Duration::from_secs(1), Pacing::FixedDelay, || ());
+    /// timer.advance(Duration::from_secs(1));
+    /// ex.run_until_idle(); // run 1 ends at t = 1 s: run 2 is due at 2 s
+    /// timer.advance(Duration::from_millis(999));
+    /// assert_eq!(ex.run_until_idle(), 0);
+    /// timer.advance(Duration::from_millis(1));
+    /// ex.run_until_idle();
+    /// assert_eq!(job.runs(), 2);
+    /// ```
+    pub fn execute_every_with<E, F>(
+        &self,
+        ex: &E,
+        period: Duration,
+        pacing: Pacing,
+        f: F,
+    ) -> Periodic
+    where
+        E: Executor + Clone,
+        F: FnMut() + Send + 'static,
+    {
+        let period = nanos(period).max(1);
+        let now = self.now_ns();
+        let first = now.saturating_add(period);
+        let pace = match pacing {
+            Pacing::FixedRate(missed) => {
+                let mut interval = Interval::new(self.clone(), first, Duration::from_nanos(period));
+                interval.set_missed_tick_behavior(missed);
+                Pace::Rate(interval)
+            }
+            Pacing::FixedDelay => Pace::Delay {
+                sleep: Box::pin(Sleep::new(self.clone(), first, now)),
+                period,
+            },
+        };
+        let (join, job) = self.park(ex, first, |job| Repeat {
+            f,
+            pace,
+            job,
+            due: false,
+        });
+        Periodic {
+            join,
+            job,
+            timer: self.clone(),
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<E: crate::Executor + Clone> Sealed for E {}
+}
+
+/// Timed tasks on every executor, on the [global timer](Timer::global):
+/// boost's `scheduler.on(ex).after(d).submit(f)` reads
+/// `ex.execute_after(d, f)`.
+///
+/// Implemented for every [`Executor`] that is `Clone`; sealed. For a
+/// [manual](Timer::manual) timer, call the methods of the same names on
+/// the [`Timer`], passing the executor.
+///
+/// # Examples
+///
+/// The seed's scene: B (after 20 ms) runs before A (after 40 ms).
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use viaduct::{block_on, ThreadPool, TimedExt};
+///
+/// let pool = ThreadPool::builder().threads(2).build().unwrap();
+/// let order = Arc::new(Mutex::new(Vec::new()));
+/// let (a, b) = (order.clone(), order.clone());
+/// let ha = pool.execute_after(Duration::from_millis(40), move || a.lock().unwrap().push("A"));
+/// let hb = pool.execute_after(Duration::from_millis(20), move || b.lock().unwrap().push("B"));
+/// block_on(ha).unwrap();
+/// block_on(hb).unwrap();
+/// assert_eq!(*order.lock().unwrap(), ["B", "A"]);
+/// ```
+pub trait TimedExt: Executor + Clone + sealed::Sealed {
+    /// Runs `f` on this executor once `delay` has passed. See
+    /// [`Timer::execute_after`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use viaduct::{block_on, ThreadPool, TimedExt};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let start = Instant::now();
+    /// let job = pool.execute_after(Duration::from_millis(5), move || start.elapsed());
+    /// assert!(block_on(job).unwrap() >= Duration::from_millis(5));
+    /// ```
+    fn execute_after<F, R>(&self, delay: Duration, f: F) -> Scheduled<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        Timer::global().execute_after(self, delay, f)
+    }
+
+    /// Runs `f` on this executor at `deadline`. See [`Timer::execute_at`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use viaduct::{block_on, Inline, TimedExt};
+    ///
+    /// let at = Instant::now() + Duration::from_millis(5);
+    /// let ran_at = block_on(Inline.execute_at(at, Instant::now)).unwrap();
+    /// assert!(ran_at >= at);
+    /// ```
+    fn execute_at<F, R>(&self, deadline: Instant, f: F) -> Scheduled<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        Timer::global().execute_at(self, deadline, f)
+    }
+
+    /// Spawns `fut` on this executor once `delay` has passed. See
+    /// [`Timer::spawn_after`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::{block_on, ThreadPool, TimedExt};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// assert_eq!(block_on(pool.spawn_after(Duration::from_millis(1), async { 9 })).unwrap(), 9);
+    /// ```
+    fn spawn_after<F>(&self, delay: Duration, fut: F) -> Scheduled<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Timer::global().spawn_after(self, delay, fut)
+    }
+
+    /// Spawns `fut` on this executor at `deadline`. See
+    /// [`Timer::spawn_at`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use viaduct::{block_on, Inline, TimedExt};
+    ///
+    /// let at = Instant::now() + Duration::from_millis(1);
+    /// assert_eq!(block_on(Inline.spawn_at(at, async { 'x' })).unwrap(), 'x');
+    /// ```
+    fn spawn_at<F>(&self, deadline: Instant, fut: F) -> Scheduled<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Timer::global().spawn_at(self, deadline, fut)
+    }
+
+    /// Runs `f` on this executor every `period`, fixed rate, missed runs
+    /// skipped. See [`Timer::execute_every`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::{block_on, ThreadPool, TimedExt};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let mut job = pool.execute_every(Duration::from_millis(1), || ());
+    /// while job.runs() < 3 {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// job.cancel();
+    /// assert!(block_on(job).is_cancelled());
+    /// ```
+    fn execute_every<F>(&self, period: Duration, f: F) -> Periodic
+    where
+        F: FnMut() + Send + 'static,
+    {
+        Timer::global().execute_every(self, period, f)
+    }
+
+    /// Runs `f` on this executor every `period`, spaced as `pacing` says.
+    /// See [`Timer::execute_every_with`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::time::Pacing;
+    /// use viaduct::{block_on, ThreadPool, TimedExt};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let mut n = 0;
+    /// let job = pool.execute_every_with(Duration::from_millis(1), Pacing::FixedDelay, move || {
+    ///     n += 1;
+    ///     assert!(n < 3, "third run panics");
+    /// });
+    /// let why = block_on(job);
+    /// assert_eq!(why.panic_message(), Some("third run panics"));
+    /// ```
+    fn execute_every_with<F>(&self, period: Duration, pacing: Pacing, f: F) -> Periodic
+    where
+        F: FnMut() + Send + 'static,
+    {
+        Timer::global().execute_every_with(self, period, pacing, f)
+    }
+}
+
+impl<E: Executor + Clone> TimedExt for E {}
+
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom::{lock, Mutex};
+    use crate::task::Runnable;
+    use loom::thread;
+
+    /// Collects runnables for the model's main thread to run.
+    #[derive(Clone)]
+    struct Collect(crate::loom::Arc<Mutex<Vec<Runnable>>>);
+
+    impl Executor for Collect {
+        fn schedule(&self, runnable: Runnable) {
+            lock(&self.0).push(runnable);
+        }
+    }
+
+    /// `cancel` against the timer firing the job: exactly one wins, the
+    /// loser sees it, and nothing is left in the timer.
+    #[test]
+    fn cancel_against_fire() {
+        loom::model(|| {
+            let timer = Timer::manual();
+            let ex = Collect(crate::loom::Arc::new(Mutex::new(Vec::new())));
+            let ran = Arc::new(AtomicUsize::new(0));
+            let r = ran.clone();
+            let mut job = timer.execute_after(&ex, Duration::from_nanos(10), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            });
+            let t = timer.clone();
+            let firer = thread::spawn(move || t.advance(Duration::from_nanos(10)));
+            let cancelled = job.cancel();
+            firer.join().unwrap();
+
+            let queued: Vec<_> = lock(&ex.0).drain(..).collect();
+            for runnable in queued {
+                runnable.run();
+            }
+            assert_eq!(ran.load(Ordering::SeqCst), usize::from(!cancelled));
+            assert_eq!(timer.pending(), 0);
+            let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+            match Pin::new(&mut job).poll(&mut cx) {
+                Poll::Ready(Ok(())) => assert!(!cancelled),
+                Poll::Ready(Err(TaskError::Cancelled)) => assert!(cancelled),
+                other => panic!("unexpected {other:?}"),
+            }
+        });
+    }
+}

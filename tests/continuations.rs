@@ -1,0 +1,601 @@
+//! Continuations (`then`, `then_try`, `then_async`, `via`) and hops
+//! (`hop_to`, `try_hop_to`): where each step runs, how errors travel, what
+//! detaching and aborting a chain do, and chains long enough to overflow any
+//! stack that recursed.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, ThreadId};
+
+use futures::channel::oneshot;
+use viaduct::{
+    block_on, hop_to, try_hop_to, ExecutorExt, Inline, JoinHandle, ManualExecutor, RejectReason,
+    Strand, TaskError, ThreadPool, ViaExt,
+};
+
+fn pool(name: &str) -> ThreadPool {
+    ThreadPool::builder().threads(1).name(name).build().unwrap()
+}
+
+fn thread_name() -> String {
+    thread::current().name().unwrap_or("unnamed").to_owned()
+}
+
+/// One counter per step of a chain.
+fn counters(n: usize) -> Arc<Vec<AtomicUsize>> {
+    Arc::new((0..n).map(|_| AtomicUsize::new(0)).collect())
+}
+
+fn counts(c: &[AtomicUsize]) -> Vec<usize> {
+    c.iter().map(|c| c.load(SeqCst)).collect()
+}
+
+// ---------------------------------------------------------------- placement
+
+#[test]
+fn each_step_runs_where_via_said() {
+    let a = pool("a");
+    let b = pool("b");
+    let names = a
+        .run(|| vec![thread_name()])
+        .then(|mut v| {
+            v.push(thread_name());
+            v
+        })
+        .via(&b)
+        .then(|mut v| {
+            v.push(thread_name());
+            v
+        })
+        .then_async(|mut v| async move {
+            v.push(thread_name());
+            v
+        })
+        .via(&a)
+        .then_try(|r| {
+            let mut v = r.unwrap();
+            v.push(thread_name());
+            v
+        });
+    assert_eq!(
+        block_on(names).unwrap(),
+        ["a-0", "a-0", "b-0", "b-0", "a-0"]
+    );
+}
+
+#[test]
+fn a_future_via_an_executor_starts_the_chain_there() {
+    let a = pool("a");
+    let b = pool("b");
+    let names = async { vec![thread_name()] }.via(&a).via(&b).then(|mut v| {
+        v.push(thread_name());
+        v
+    });
+    assert_eq!(block_on(names).unwrap(), ["a-0", "b-0"]);
+}
+
+/// The seed-000 scene: step 2 on `Inline` runs on the thread that finished
+/// step 1; step 3 goes back to the pool. Step 1 is held until the whole
+/// chain is attached, so it really does finish after `then` (a step that
+/// is already finished runs inside `then`, on the caller's thread: see
+/// `inline_step_after_a_finished_step_runs_inside_then`).
+#[test]
+fn inline_step_runs_on_the_thread_that_completed_the_step_before() {
+    let a = ThreadPool::builder().threads(2).name("a").build().unwrap();
+    let here = thread::current().id();
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let ids = a
+        .run(move || {
+            wait.recv().unwrap();
+            (thread::current().id(), thread_name())
+        })
+        .via(&Inline)
+        .then(|first| (first, thread::current().id()))
+        .via(&a)
+        .then(|(first, second)| (first, second, thread::current().id()));
+    go.send(()).unwrap();
+    let ((id1, name1), id2, id3) = block_on(ids).unwrap();
+    assert!(name1.starts_with("a-"));
+    assert_eq!(id1, id2);
+    assert_ne!(id1, here);
+    assert_ne!(id3, here);
+}
+
+/// folly's rule for a finished future: an `Inline` step attached after the
+/// step before finished runs inside `then`, on the thread that calls it.
+#[test]
+fn inline_step_after_a_finished_step_runs_inside_then() {
+    let a = pool("a");
+    let first = a.run(|| thread::current().id());
+    while !first.is_finished() {
+        thread::yield_now();
+    }
+    let second = first.via(&Inline).then(|id1| (id1, thread::current().id()));
+    assert!(second.is_finished());
+    let (id1, id2) = block_on(second).unwrap();
+    assert_ne!(id1, thread::current().id());
+    assert_eq!(id2, thread::current().id());
+}
+
+/// The step before completes on whatever thread drives a manual executor;
+/// an `Inline` step runs right there, inside that run, before it returns.
+#[test]
+fn inline_step_runs_inside_the_run_that_completes_the_step_before() {
+    let manual = ManualExecutor::new();
+    let ran_on = Arc::new(Mutex::new(None::<ThreadId>));
+    let r = ran_on.clone();
+    let chain = manual.run(|| 1).via(&Inline).then(move |x| {
+        *r.lock().unwrap() = Some(thread::current().id());
+        x + 1
+    });
+    assert!(!chain.is_finished());
+    let driver = thread::spawn(move || {
+        assert_eq!(manual.run_until_idle(), 1);
+        thread::current().id()
+    });
+    let driver_id = driver.join().unwrap();
+    // Finished by the time `run_until_idle` returned on the driver thread.
+    assert!(chain.is_finished());
+    assert_eq!(*ran_on.lock().unwrap(), Some(driver_id));
+    assert_eq!(block_on(chain).unwrap(), 2);
+}
+
+#[test]
+fn a_step_on_a_manual_executor_waits_for_it() {
+    let manual = ManualExecutor::new();
+    let chain = Inline.run(|| 20).via(&manual).then(|x| x * 2);
+    assert!(!chain.is_finished());
+    assert_eq!(manual.run_until(chain).unwrap(), 40);
+}
+
+// ---------------------------------------------------------------- errors
+
+/// A panic in step 2 of 5 skips steps 3 and 4 and reaches step 5, a
+/// `then_try`, as `Panicked` with its message.
+#[test]
+fn a_panic_skips_the_value_steps_and_reaches_then_try() {
+    let a = pool("a");
+    let b = pool("b");
+    let ran = counters(5);
+    let r = ran.clone();
+    let step = move |i: usize| {
+        let r = r.clone();
+        move || r[i].fetch_add(1, SeqCst)
+    };
+    let (s1, s2, s3, s4, s5) = (step(0), step(1), step(2), step(3), step(4));
+    let end = a
+        .run(move || {
+            s1();
+            1
+        })
+        .then(move |_| -> u32 {
+            s2();
+            panic!("step 2 failed")
+        })
+        .via(&b)
+        .then(move |x| {
+            s3();
+            x + 1
+        })
+        .then_async(move |x| async move {
+            s4();
+            x + 1
+        })
+        .via(&a)
+        .then_try(move |r| {
+            s5();
+            r.map_err(|e| (e.is_panic(), e.panic_message().map(str::to_owned)))
+        });
+    let seen = block_on(end).unwrap();
+    assert_eq!(seen, Err((true, Some("step 2 failed".to_owned()))));
+    assert_eq!(counts(&ran), [1, 1, 0, 0, 1]);
+}
+
+#[test]
+fn a_cancelled_step_travels_to_then_try() {
+    let manual = ManualExecutor::new();
+    let ran = counters(3);
+    let r = ran.clone();
+    let mut first = manual.run(|| 1);
+    first.abort();
+    let r2 = r.clone();
+    let end = first
+        .via(&Inline)
+        .then(move |x| {
+            r[0].fetch_add(1, SeqCst);
+            x
+        })
+        .then(move |x| {
+            r2[1].fetch_add(1, SeqCst);
+            x
+        })
+        .then_try(|r| r.unwrap_err().is_cancelled());
+    assert!(block_on(end).unwrap());
+    manual.run_until_idle();
+    assert_eq!(counts(&ran), [0, 0, 0]);
+}
+
+/// A step on a closed executor is rejected; the steps after it are
+/// skipped, and the step before still runs, detached.
+#[test]
+fn a_rejected_step_travels_to_then_try() {
+    let a = pool("a");
+    let closed = pool("closed");
+    closed.close();
+    let ran = counters(3);
+    let (r0, r1, r2) = (ran.clone(), ran.clone(), ran.clone());
+    let (done_tx, done_rx) = oneshot::channel();
+    let end = a
+        .run(move || {
+            r0[0].fetch_add(1, SeqCst);
+            done_tx.send(()).unwrap();
+            1
+        })
+        .via(&closed)
+        .then(move |x| {
+            r1[1].fetch_add(1, SeqCst);
+            x
+        })
+        .via(&a)
+        .then(move |x| {
+            r2[2].fetch_add(1, SeqCst);
+            x
+        })
+        .then_try(|r| match r.unwrap_err() {
+            TaskError::Rejected(reason) => reason,
+            other => panic!("expected Rejected, got {other}"),
+        });
+    assert_eq!(block_on(end).unwrap(), RejectReason::Closed);
+    block_on(done_rx).unwrap();
+    assert_eq!(counts(&ran), [1, 0, 0]);
+}
+
+#[test]
+fn an_error_reaches_the_awaiter_of_the_last_then() {
+    let a = pool("a");
+    let end = a
+        .run(|| -> u32 { panic!("boom") })
+        .then(|x| x + 1)
+        .then(|x| x + 1);
+    let err = block_on(end).unwrap_err();
+    assert_eq!(err.panic_message(), Some("boom"));
+}
+
+/// A detached chain that fails still reports its panic once, to the panic
+/// hook of the executor its last step ran on.
+#[test]
+fn a_detached_chain_reports_its_panic_once() {
+    let reported = Arc::new(Mutex::new(Vec::new()));
+    let r = reported.clone();
+    let a = ThreadPool::builder()
+        .threads(1)
+        .on_unobserved_panic(move |p| {
+            let msg = p.downcast_ref::<&str>().copied().unwrap_or("?");
+            r.lock().unwrap().push(msg.to_owned());
+        })
+        .build()
+        .unwrap();
+    drop(
+        a.run(|| -> u32 { panic!("lost") })
+            .then(|x| x + 1)
+            .then(|x| x + 1),
+    );
+    a.shutdown().unwrap();
+    assert_eq!(*reported.lock().unwrap(), ["lost"]);
+}
+
+// ---------------------------------------------------------------- long chains
+
+const LONG: u64 = 1_000_000;
+
+/// Each step finds the one before already finished and runs inside `then`.
+#[test]
+fn a_million_inline_steps_built_after_the_fact() {
+    let mut h = Inline.run(|| 0u64);
+    for _ in 0..LONG {
+        h = h.then(|x| x + 1);
+    }
+    assert!(h.is_finished());
+    assert_eq!(block_on(h).unwrap(), LONG);
+}
+
+/// The whole chain is waiting when its first step completes: each step
+/// completes the next one through the `Inline` trampoline, on the thread
+/// that ran the first step, in constant stack.
+#[test]
+fn a_million_inline_steps_run_in_one_go() {
+    let manual = ManualExecutor::new();
+    let mut h = manual.run(|| 0u64).via(&Inline);
+    for _ in 0..LONG {
+        h = h.then(|x| x + 1);
+    }
+    assert!(!h.is_finished());
+    // A small stack: no recursion per step.
+    let driver = thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || manual.run_until_idle())
+        .unwrap();
+    assert_eq!(driver.join().unwrap(), 1);
+    assert!(h.is_finished());
+    assert_eq!(block_on(h).unwrap(), LONG);
+}
+
+#[test]
+fn a_million_steps_alternating_two_pools() {
+    let a = pool("a");
+    let b = pool("b");
+    let on_a = Arc::new(AtomicUsize::new(0));
+    let mut h = a.run(|| 0u64);
+    for i in 0..LONG {
+        let on_a = on_a.clone();
+        h = h.via(if i % 2 == 0 { &b } else { &a }).then(move |x| {
+            if thread_name() == "a-0" {
+                on_a.fetch_add(1, SeqCst);
+            }
+            x + 1
+        });
+    }
+    assert_eq!(block_on(h).unwrap(), LONG);
+    assert_eq!(on_a.load(SeqCst) as u64, LONG / 2);
+}
+
+// ---------------------------------------------------------------- detach, abort
+
+/// Builds a five-step chain on `ex` that counts its steps; step 1 waits for
+/// `gate`.
+fn five_steps(
+    ex: &impl ExecutorExt,
+    gate: oneshot::Receiver<()>,
+    ran: &Arc<Vec<AtomicUsize>>,
+) -> JoinHandle<usize> {
+    let r = ran.clone();
+    let mut h = ex.spawn(async move {
+        gate.await.unwrap();
+        r[0].fetch_add(1, SeqCst);
+        1
+    });
+    for i in 1..5 {
+        let r = ran.clone();
+        h = h.then(move |x| {
+            r[i].fetch_add(1, SeqCst);
+            x + 1
+        });
+    }
+    h
+}
+
+#[test]
+fn dropping_the_last_handle_detaches_the_chain() {
+    let manual = ManualExecutor::new();
+    let ran = counters(5);
+    let (gate, rx) = oneshot::channel();
+    drop(five_steps(&manual, rx, &ran));
+    manual.run_until_idle();
+    assert_eq!(counts(&ran), [0, 0, 0, 0, 0]);
+    gate.send(()).unwrap();
+    manual.run_until_idle();
+    assert_eq!(counts(&ran), [1, 1, 1, 1, 1]);
+}
+
+#[test]
+fn a_detached_chain_runs_to_its_end_on_a_pool() {
+    let a = pool("a");
+    let ran = counters(5);
+    let (gate, rx) = oneshot::channel();
+    drop(five_steps(&a, rx, &ran));
+    gate.send(()).unwrap();
+    a.shutdown().unwrap(); // waits for every accepted task
+    assert_eq!(counts(&ran), [1, 1, 1, 1, 1]);
+}
+
+/// Nothing has run: aborting the last handle cancels all five steps.
+#[test]
+fn abort_cancels_every_step_not_started() {
+    let manual = ManualExecutor::new();
+    let ran = counters(5);
+    let (gate, rx) = oneshot::channel();
+    let mut end = five_steps(&manual, rx, &ran);
+    end.abort();
+    let _ = gate.send(());
+    manual.run_until_idle();
+    assert_eq!(counts(&ran), [0, 0, 0, 0, 0]);
+    assert!(block_on(end).unwrap_err().is_cancelled());
+}
+
+/// Step 1 has started and waits for the gate; the gate opens right after
+/// the abort, and its wake-up is queued before the cancellation of any
+/// step would be if cancelling were left to the queue. Still, nothing runs:
+/// `abort` cancelled every step before it returned.
+#[test]
+fn abort_cancels_a_waiting_first_step_before_its_wakeup() {
+    let manual = ManualExecutor::new();
+    let ran = counters(5);
+    let (gate, rx) = oneshot::channel();
+    let mut end = five_steps(&manual, rx, &ran);
+    manual.run_until_idle(); // step 1 waits for the gate, 2..5 for their input
+    end.abort();
+    gate.send(()).unwrap();
+    manual.run_until_idle();
+    assert_eq!(counts(&ran), [0, 0, 0, 0, 0]);
+    assert!(block_on(end).unwrap_err().is_cancelled());
+}
+
+/// Steps 1 and 2 finished, step 3 is running on the pool when the chain is
+/// aborted: step 3 completes, 4 and 5 never run.
+#[test]
+fn abort_keeps_what_ran_and_stops_the_rest() {
+    let a = pool("a");
+    let ran = counters(5);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    let r = ran.clone();
+    let (r1, r2, r3, r4) = (ran.clone(), ran.clone(), ran.clone(), ran.clone());
+    let mut end = a
+        .run(move || r[0].fetch_add(1, SeqCst))
+        .then(move |_| r1[1].fetch_add(1, SeqCst))
+        .then(move |_| {
+            started_tx.send(()).unwrap();
+            release_rx.lock().unwrap().recv().unwrap();
+            r2[2].fetch_add(1, SeqCst)
+        })
+        .then(move |_| r3[3].fetch_add(1, SeqCst))
+        .then(move |_| r4[4].fetch_add(1, SeqCst));
+    started_rx.recv().unwrap();
+    end.abort();
+    release_tx.send(()).unwrap();
+    a.shutdown().unwrap();
+    assert_eq!(counts(&ran), [1, 1, 1, 0, 0]);
+    assert!(block_on(end).unwrap_err().is_cancelled());
+}
+
+/// Aborting a million-step chain that has not started walks it back in
+/// constant stack.
+#[test]
+fn aborting_a_long_waiting_chain_cancels_all_of_it() {
+    let manual = ManualExecutor::new();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let mut h = manual.run(move || r.fetch_add(1, SeqCst) as u64);
+    for _ in 0..LONG {
+        let r = ran.clone();
+        h = h.then(move |x| {
+            r.fetch_add(1, SeqCst);
+            x + 1
+        });
+    }
+    let aborter = thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            h.abort();
+            h
+        })
+        .unwrap();
+    let h = aborter.join().unwrap();
+    manual.run_until_idle();
+    assert_eq!(ran.load(SeqCst), 0);
+    assert!(block_on(h).unwrap_err().is_cancelled());
+}
+
+// ---------------------------------------------------------------- hop_to
+
+#[test]
+fn after_a_hop_the_task_runs_on_the_target_pool() {
+    let a = pool("a");
+    let b = pool("b");
+    let (a2, b2) = (a.clone(), b.clone());
+    let seen = a.spawn(async move {
+        let mut seen = vec![(thread_name(), ThreadPool::current().unwrap().same_pool(&a2))];
+        hop_to(&b2).await;
+        seen.push((thread_name(), ThreadPool::current().unwrap().same_pool(&b2)));
+        hop_to(&a2).await;
+        seen.push((thread_name(), ThreadPool::current().unwrap().same_pool(&a2)));
+        seen
+    });
+    let seen = block_on(seen).unwrap();
+    let expected = [("a-0", true), ("b-0", true), ("a-0", true)];
+    assert_eq!(seen, expected.map(|(n, same)| (n.to_owned(), same)));
+}
+
+/// A task that hopped stays where it went: its continuations, chained
+/// without `via`, run there too.
+#[test]
+fn a_hopped_task_keeps_its_new_executor_for_continuations() {
+    let a = pool("a");
+    let b = pool("b");
+    let b2 = b.clone();
+    let (hopped_tx, hopped_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = oneshot::channel::<()>();
+    let task = a.spawn(async move {
+        hop_to(&b2).await;
+        hopped_tx.send(()).unwrap();
+        go_rx.await.unwrap();
+    });
+    // A continuation goes where the task is when `then` is called.
+    hopped_rx.recv().unwrap();
+    let next = task.then(|()| thread_name());
+    go_tx.send(()).unwrap();
+    assert_eq!(block_on(next).unwrap(), "b-0");
+}
+
+/// A hop to a manual executor parks the task until that executor is run.
+#[test]
+fn a_hop_to_a_manual_executor_waits_for_it() {
+    let a = pool("a");
+    let manual = ManualExecutor::new();
+    let m = manual.clone();
+    let task = a.spawn(async move {
+        hop_to(&m).await;
+        thread::current().id()
+    });
+    // The first poll on `a` queues the task on `manual`.
+    while manual.is_empty() {
+        thread::yield_now();
+    }
+    assert!(!task.is_finished());
+    assert_eq!(manual.run_until(task).unwrap(), thread::current().id());
+}
+
+#[test]
+fn try_hop_to_in_a_tokio_task_returns_the_error() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let a = pool("a");
+    let result = rt.block_on(async move {
+        tokio::spawn(async move { try_hop_to(&a).await.map(|()| thread_name()) })
+            .await
+            .unwrap()
+    });
+    let err = result.unwrap_err();
+    assert!(err.to_string().contains("spawn the future"));
+}
+
+#[test]
+#[should_panic(expected = "or use `try_hop_to`")]
+fn hop_to_outside_a_viaduct_task_panics_saying_what_to_do() {
+    let a = pool("a");
+    futures::executor::block_on(hop_to(&a));
+}
+
+/// Eight tasks hop into one strand, add one to a plain counter (a load and
+/// a store, with a yield between them to invite a race) with an overlap
+/// check, and hop back out (folly's `TeleportGuard`). The pool has two
+/// threads, so only the strand keeps the sections apart.
+#[test]
+fn eight_tasks_hopping_into_one_strand_never_overlap() {
+    let pool = ThreadPool::builder().threads(2).name("w").build().unwrap();
+    let strand = Strand::new(pool.clone());
+    let counter = Arc::new(AtomicUsize::new(0));
+    let inside = Arc::new(AtomicBool::new(false));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    const TASKS: usize = 8;
+    const ROUNDS: usize = 1000;
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (home, strand) = (pool.clone(), strand.clone());
+            let (counter, inside, overlaps) = (counter.clone(), inside.clone(), overlaps.clone());
+            pool.spawn(async move {
+                for _ in 0..ROUNDS {
+                    hop_to(&strand).await;
+                    assert!(strand.running_in_this_thread());
+                    assert!(thread_name().starts_with("w-"));
+                    if inside.swap(true, SeqCst) {
+                        overlaps.fetch_add(1, SeqCst);
+                    }
+                    let n = counter.load(SeqCst);
+                    thread::yield_now();
+                    counter.store(n + 1, SeqCst);
+                    inside.store(false, SeqCst);
+                    hop_to(&home).await;
+                    assert!(!strand.running_in_this_thread());
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        block_on(t).unwrap();
+    }
+    assert_eq!(overlaps.load(SeqCst), 0);
+    assert_eq!(counter.load(SeqCst), TASKS * ROUNDS);
+}

@@ -1,0 +1,786 @@
+//! Strands, `Guarded` and `KeyedStrands`: exclusivity and order under
+//! stress, on every kind of executor; fairness; `dispatch`; lock hand-off
+//! and cancellation; serial tags; bad input.
+//!
+//! Stress sizes are the in release builds and a tenth of them in
+//! debug builds (`SCALE`).
+
+mod support;
+
+use std::future::{poll_fn, Future};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{mpsc, Arc, Mutex};
+use std::task::Poll;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use support::{quiet_test_panics, within, TEST_PANIC};
+use viaduct::{
+    block_on, Executor, ExecutorExt, Guarded, Inline, KeyedStrands, ManualExecutor, RejectReason,
+    Runnable, Strand, TaskError, ThreadPool,
+};
+
+const SCALE: usize = if cfg!(debug_assertions) { 10 } else { 1 };
+
+fn pool(threads: usize) -> ThreadPool {
+    ThreadPool::builder()
+        .threads(threads)
+        .name("strand-test")
+        .build()
+        .unwrap()
+}
+
+/// Returns `Pending` once, waking itself: a real suspension point.
+async fn yield_now() {
+    let mut yielded = false;
+    poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// xorshift: deterministic "random" choices without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// What a section checks on its strand.
+struct Checks {
+    /// Set while a section of the strand runs: swapped, never just stored,
+    /// so an overlap is seen by one of the two.
+    in_section: AtomicBool,
+    /// Per producer, the sequence number of its next section here.
+    next: Vec<AtomicU64>,
+}
+
+#[derive(Default)]
+struct Faults {
+    overlaps: AtomicU64,
+    out_of_order: AtomicU64,
+    ran: AtomicU64,
+}
+
+/// `producers` threads submit `per_producer` sections each, spread at
+/// random over `strands`; every section checks that it is alone on its
+/// strand (and on `shared`, a strand all of them run on, if given) and that
+/// it comes right after its producer's previous section there.
+fn hammer(
+    strands: &[Strand],
+    producers: usize,
+    per_producer: usize,
+    shared: Option<Arc<AtomicBool>>,
+) {
+    let checks: Arc<Vec<Checks>> = Arc::new(
+        strands
+            .iter()
+            .map(|_| Checks {
+                in_section: AtomicBool::new(false),
+                next: (0..producers).map(|_| AtomicU64::new(0)).collect(),
+            })
+            .collect(),
+    );
+    let faults = Arc::new(Faults::default());
+    let sent: Vec<Vec<u64>> = thread::scope(|scope| {
+        let threads: Vec<_> = (0..producers)
+            .map(|p| {
+                let (checks, faults, shared) = (checks.clone(), faults.clone(), shared.clone());
+                scope.spawn(move || {
+                    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (p as u64 + 1));
+                    let mut seq = vec![0u64; strands.len()];
+                    for _ in 0..per_producer {
+                        let s = rng.below(strands.len());
+                        let mine = seq[s];
+                        seq[s] += 1;
+                        let (checks, faults, shared) =
+                            (checks.clone(), faults.clone(), shared.clone());
+                        strands[s].post(move || {
+                            let c = &checks[s];
+                            let alone = !c.in_section.swap(true, SeqCst)
+                                & shared.as_ref().map_or(true, |f| !f.swap(true, SeqCst));
+                            if !alone {
+                                faults.overlaps.fetch_add(1, SeqCst);
+                            }
+                            if c.next[p].load(Relaxed) != mine {
+                                faults.out_of_order.fetch_add(1, SeqCst);
+                            }
+                            c.next[p].store(mine + 1, Relaxed);
+                            faults.ran.fetch_add(1, Relaxed);
+                            if let Some(f) = &shared {
+                                f.store(false, SeqCst);
+                            }
+                            c.in_section.store(false, SeqCst);
+                        });
+                    }
+                    seq
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    // A last section per strand runs after everything submitted before it.
+    for s in strands {
+        block_on(s.run(|| ())).unwrap();
+    }
+    assert_eq!(
+        faults.overlaps.load(SeqCst),
+        0,
+        "sections of one strand overlapped"
+    );
+    assert_eq!(
+        faults.out_of_order.load(SeqCst),
+        0,
+        "a producer's sections ran out of order"
+    );
+    assert_eq!(
+        faults.ran.load(SeqCst),
+        (producers * per_producer) as u64,
+        "every section ran once"
+    );
+    for (s, c) in checks.iter().enumerate() {
+        for (p, sent) in sent.iter().enumerate() {
+            assert_eq!(c.next[p].load(SeqCst), sent[s], "strand {s}, producer {p}");
+        }
+    }
+}
+
+#[test]
+fn stress_64_strands_on_a_2_thread_pool() {
+    within("stress", || {
+        let pool = pool(2);
+        let strands: Vec<_> = (0..64).map(|_| Strand::new(pool.clone())).collect();
+        hammer(&strands, 8, 100_000 / SCALE, None);
+        let m = strands
+            .iter()
+            .map(Strand::metrics)
+            .fold((0, 0), |a, m| (a.0 + m.queued, a.1 + m.batches));
+        // Every section, plus the final barrier per strand, was taken once.
+        assert_eq!(m.0, (800_000 / SCALE + 64) as u64);
+        assert!(m.1 <= m.0);
+    });
+}
+
+#[test]
+fn exclusive_and_ordered_over_inline() {
+    within("inline", || {
+        let strands: Vec<_> = (0..4).map(|_| Strand::new(Inline)).collect();
+        hammer(&strands, 4, 20_000 / SCALE, None);
+    });
+}
+
+#[test]
+fn exclusive_and_ordered_over_a_manual_executor() {
+    within("manual", || {
+        let manual = ManualExecutor::new();
+        let driver = {
+            let m = manual.clone();
+            thread::spawn(move || m.run_until_closed())
+        };
+        let strands: Vec<_> = (0..8).map(|_| Strand::new(manual.clone())).collect();
+        hammer(&strands, 4, 20_000 / SCALE, None);
+        manual.close();
+        assert!(driver.join().unwrap() > 0);
+    });
+}
+
+#[test]
+fn exclusive_and_ordered_for_a_strand_over_a_strand() {
+    within("nested", || {
+        let inner = Strand::new(pool(2));
+        let outer: Vec<_> = (0..8).map(|_| Strand::new(inner.clone())).collect();
+        // All outer strands run inside the inner one: no two of their
+        // sections may overlap at all.
+        hammer(
+            &outer,
+            4,
+            20_000 / SCALE,
+            Some(Arc::new(AtomicBool::new(false))),
+        );
+    });
+}
+
+/// A strand flooded with a million sections on a one-thread pool lets other
+/// tasks run long before the flood is drained: one spawned from inside a
+/// section (the worker's own queue) and one from outside (the injector).
+#[test]
+fn a_flooded_strand_lets_other_tasks_run() {
+    const FLOOD: usize = 1_000_000 / SCALE;
+    within("fairness", || {
+        let pool = pool(1);
+        let strand = Strand::new(pool.clone());
+        let done = Arc::new(AtomicUsize::new(0));
+        let (reached, reached_rx) = mpsc::channel::<()>();
+        let (outside_spawned, outside_rx) = mpsc::channel::<()>();
+        let outside_rx = Arc::new(Mutex::new(outside_rx));
+        let inside_probe = Arc::new(Mutex::new(None));
+        {
+            let (strand, done, pool, inside_probe) = (
+                strand.clone(),
+                done.clone(),
+                pool.clone(),
+                inside_probe.clone(),
+            );
+            // Submitted from a task, so that the whole backlog is queued
+            // before the strand gets the thread.
+            drop(pool.clone().spawn(async move {
+                for i in 0..FLOOD {
+                    let done = done.clone();
+                    let marker = (i == 1000).then(|| {
+                        (
+                            pool.clone(),
+                            inside_probe.clone(),
+                            reached.clone(),
+                            outside_rx.clone(),
+                        )
+                    });
+                    strand.post(move || {
+                        done.fetch_add(1, Relaxed);
+                        if let Some((pool, probe, reached, outside)) = marker {
+                            let d = done.clone();
+                            *probe.lock().unwrap() =
+                                Some(pool.spawn(async move { d.load(Relaxed) }));
+                            reached.send(()).unwrap();
+                            outside.lock().unwrap().recv().unwrap();
+                        }
+                    });
+                }
+            }));
+        }
+        reached_rx.recv().unwrap();
+        let d = done.clone();
+        let outside_probe = pool.spawn(async move { d.load(Relaxed) });
+        outside_spawned.send(()).unwrap();
+        let seen_outside = block_on(outside_probe).unwrap();
+        let seen_inside = block_on(inside_probe.lock().unwrap().take().unwrap()).unwrap();
+        assert!(
+            seen_inside < FLOOD,
+            "the task spawned inside waited for the whole flood"
+        );
+        assert!(
+            seen_outside < FLOOD,
+            "the task spawned outside waited for the whole flood"
+        );
+        block_on(strand.run(|| ())).unwrap();
+        assert_eq!(done.load(SeqCst), FLOOD);
+    });
+}
+
+#[test]
+fn dispatch_runs_inline_only_inside_the_strand() {
+    within("dispatch", || {
+        let manual = ManualExecutor::new();
+        let strand = Strand::new(manual.clone());
+        let other = Strand::new(manual.clone());
+        assert!(!strand.running_in_this_thread());
+
+        // Outside: queued, not run.
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        strand.dispatch(move || r.store(true, SeqCst));
+        assert!(!ran.load(SeqCst));
+        manual.run_until_idle();
+        assert!(ran.load(SeqCst));
+
+        // Inside: inline, before `dispatch` returns.
+        let (s, o) = (strand.clone(), other.clone());
+        let h = strand.run(move || {
+            let inline = Arc::new(AtomicBool::new(false));
+            let i = inline.clone();
+            s.dispatch(move || i.store(true, SeqCst));
+            (
+                inline.load(SeqCst),
+                s.running_in_this_thread(),
+                o.running_in_this_thread(),
+            )
+        });
+        assert_eq!(manual.run_until(h).unwrap(), (true, true, false));
+
+        // A posted closure (no task of its own) is inside too.
+        let (s, inside) = (strand.clone(), Arc::new(AtomicBool::new(false)));
+        let i = inside.clone();
+        strand.post(move || i.store(s.running_in_this_thread(), SeqCst));
+        manual.run_until_idle();
+        assert!(inside.load(SeqCst));
+
+        // Inside a section of another strand, this strand's dispatch queues.
+        let (s, log) = (strand.clone(), Arc::new(Mutex::new(Vec::new())));
+        let l = log.clone();
+        let h = other.run(move || {
+            let l2 = l.clone();
+            s.dispatch(move || l2.lock().unwrap().push("dispatched"));
+            l.lock().unwrap().push("section");
+        });
+        manual.run_until(h).unwrap();
+        manual.run_until_idle();
+        assert_eq!(*log.lock().unwrap(), ["section", "dispatched"]);
+    });
+}
+
+#[test]
+fn running_in_this_thread_through_nested_strands() {
+    within("nested-running", || {
+        let inner = Strand::new(pool(2));
+        let outer = Strand::new(inner.clone());
+        let (i, o) = (inner.clone(), outer.clone());
+        let in_outer = outer.run(move || (o.running_in_this_thread(), i.running_in_this_thread()));
+        assert_eq!(block_on(in_outer).unwrap(), (true, true));
+        let (i, o) = (inner.clone(), outer.clone());
+        let in_inner = inner.run(move || (o.running_in_this_thread(), i.running_in_this_thread()));
+        assert_eq!(block_on(in_inner).unwrap(), (false, true));
+    });
+}
+
+/// A section that blocks on another task of the pool: the pool runs that
+/// task on the same thread meanwhile, and it is not inside the strand.
+#[test]
+fn a_task_run_by_block_on_inside_a_section_is_not_inside() {
+    within("block-on-inside", || {
+        let pool = pool(1);
+        let strand = Strand::new(pool.clone());
+        let (s, p) = (strand.clone(), pool.clone());
+        let h = strand.run(move || {
+            let s2 = s.clone();
+            let nested = p.spawn(async move {
+                let ran = Arc::new(AtomicBool::new(false));
+                let r = ran.clone();
+                s2.dispatch(move || r.store(true, SeqCst));
+                (s2.running_in_this_thread(), ran.load(SeqCst))
+            });
+            (s.running_in_this_thread(), block_on(nested).unwrap())
+        });
+        // Inside the section: yes; inside the nested task: no, and its
+        // dispatch queued behind the section instead of running in it.
+        assert_eq!(block_on(h).unwrap(), (true, (false, false)));
+        block_on(strand.run(|| ())).unwrap();
+    });
+}
+
+#[test]
+fn a_panicking_section_is_reported_and_the_strand_goes_on() {
+    quiet_test_panics();
+    within("panic", || {
+        let strand = Strand::new(pool(2));
+        let bad = strand.run(|| panic!("{TEST_PANIC}: section"));
+        let good = strand.run(|| 5);
+        let err = block_on(bad).unwrap_err();
+        assert!(err.is_panic());
+        assert!(err.panic_message().unwrap().starts_with(TEST_PANIC));
+        assert_eq!(block_on(good).unwrap(), 5);
+    });
+}
+
+#[test]
+fn a_strand_over_a_closed_executor_hands_work_back() {
+    within("closed", || {
+        let manual = ManualExecutor::new();
+        manual.close();
+        let strand = Strand::new(manual);
+        assert!(strand.is_closed());
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        let rejected = strand
+            .try_execute(move || r.store(true, SeqCst))
+            .unwrap_err();
+        assert_eq!(rejected.reason(), RejectReason::Closed);
+        (rejected.into_inner())(); // the closure, handed back
+        assert!(ran.load(SeqCst));
+        let fut = strand.try_spawn(async { 1 }).unwrap_err().into_inner();
+        assert_eq!(block_on(fut), 1);
+        assert!(matches!(
+            block_on(strand.spawn(async {})),
+            Err(TaskError::Rejected(RejectReason::Closed))
+        ));
+
+        // Closing the strand itself refuses new work too.
+        let open = Strand::new(Inline);
+        open.close();
+        assert_eq!(
+            open.try_execute(|| ()).unwrap_err().reason(),
+            RejectReason::Closed
+        );
+    });
+}
+
+/// An executor that throws away whatever it is given, like a pool shut
+/// down with `shutdown_now`.
+#[derive(Clone)]
+struct Discard;
+
+impl Executor for Discard {
+    fn schedule(&self, runnable: Runnable) {
+        drop(runnable);
+    }
+}
+
+#[test]
+fn a_strand_whose_runner_is_thrown_away_cancels_and_refuses() {
+    quiet_test_panics();
+    within("killed", || {
+        let strand = Strand::new(Discard);
+        let h = strand.run(|| ());
+        assert!(matches!(block_on(h), Err(TaskError::Cancelled)));
+        assert!(strand.is_closed());
+        assert!(matches!(
+            block_on(strand.run(|| ())),
+            Err(TaskError::Rejected(RejectReason::Closed))
+        ));
+
+        // A lock on an idle strand needs no runner; the section queued
+        // behind it is cancelled when the strand dies, and so is a later
+        // lock request.
+        let g = Guarded::new(Discard, 0);
+        let guard = block_on(g.lock());
+        let queued = g.with(|n| *n += 1);
+        drop(guard);
+        assert!(matches!(block_on(queued), Err(TaskError::Cancelled)));
+        let dead = catch_unwind(AssertUnwindSafe(|| *block_on(g.lock())));
+        assert!(dead.is_err(), "a lock on a dead strand panics");
+    });
+}
+
+#[test]
+fn guarded_lock_across_await_counts_exactly() {
+    within("guarded-lock", || {
+        let pool = pool(2);
+        let counter = Guarded::new(pool.clone(), 0u64);
+        let per_task = 10_000 / SCALE;
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let counter = counter.clone();
+                pool.spawn(async move {
+                    for _ in 0..per_task {
+                        let mut g = counter.lock().await;
+                        let seen = *g;
+                        yield_now().await; // held across a real suspension
+                        *g = seen + 1;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            block_on(t).unwrap();
+        }
+        assert_eq!(*block_on(counter.lock()), 8 * per_task as u64);
+    });
+}
+
+/// A task of the strand's executor that finds the strand free runs its
+/// `with` section on the spot; anyone else's section is queued and runs on
+/// the executor.
+#[test]
+fn with_runs_on_the_spot_for_a_task_of_its_executor() {
+    quiet_test_panics();
+    within("on-the-spot", || {
+        let pool = pool(1);
+        let g = Guarded::new(pool.clone(), 0);
+        let g2 = g.clone();
+        let (done_at_once, same_thread, panicked) = block_on(pool.spawn(async move {
+            let me = thread::current().id();
+            let h = g2.with(move |n| {
+                *n += 1;
+                thread::current().id() == me
+            });
+            let done_at_once = h.is_finished();
+            let same_thread = h.await.unwrap();
+            let bad = g2.with(|_| -> u8 { panic!("{TEST_PANIC}: on the spot") });
+            (done_at_once, same_thread, bad.await.unwrap_err().is_panic())
+        }))
+        .unwrap();
+        assert!(done_at_once && same_thread && panicked);
+        assert_eq!(g.metrics().inline, 2);
+
+        // From a thread outside the pool: queued, run by a worker.
+        let h = g.with(|n| (*n, thread::current().name().unwrap().to_owned()));
+        let (n, name) = block_on(h).unwrap();
+        assert_eq!(n, 1);
+        assert!(name.starts_with("strand-test"), "{name}");
+        assert_eq!(g.metrics().queued, 1);
+    });
+}
+
+#[test]
+fn with_and_lock_share_one_fifo_order() {
+    within("fifo", || {
+        let manual = ManualExecutor::new();
+        let g = Guarded::new(manual.clone(), Vec::new());
+        let h1 = g.with(|v| v.push(1));
+        let l2 = g.lock();
+        let h3 = g.with(|v| v.push(3));
+        let l4 = g.lock();
+        let h5 = g.with(|v| v.push(5));
+        // The second lock is awaited first: it still waits for its turn.
+        let log = manual.run_until(async {
+            let order = Arc::new(Mutex::new(Vec::new()));
+            let o = order.clone();
+            let late = async move {
+                let mut guard = l4.await;
+                guard.push(4);
+                o.lock().unwrap().push("l4");
+            };
+            let o = order.clone();
+            let early = async move {
+                let mut guard = l2.await;
+                guard.push(2);
+                o.lock().unwrap().push("l2");
+            };
+            let (_, _, r1, r3, r5) = futures::join!(late, early, h1, h3, h5);
+            r1.and(r3).and(r5).unwrap();
+            let order = order.lock().unwrap().clone();
+            order
+        });
+        assert_eq!(log, ["l2", "l4"]);
+        assert_eq!(*manual.run_until(g.lock()), [1, 2, 3, 4, 5]);
+    });
+}
+
+/// Lock requests given up in every way, at random, from 8 tasks on a
+/// 2-thread pool: before being polled, after one poll (granted or not),
+/// or after waiting a while. The strand stays usable and every completed
+/// section counted.
+#[test]
+fn cancelled_lock_requests_never_wedge_the_strand() {
+    within("cancel", || {
+        let pool = pool(2);
+        let g = Guarded::new(pool.clone(), 0u64);
+        let expected = Arc::new(AtomicU64::new(0));
+        let tasks: Vec<_> = (0..8u64)
+            .map(|t| {
+                let (g, expected) = (g.clone(), expected.clone());
+                pool.spawn(async move {
+                    let mut rng = Rng(0xDEAD_BEEF ^ (t + 1));
+                    for _ in 0..4_000 / SCALE {
+                        match rng.below(5) {
+                            0 => drop(g.lock()),
+                            1 => {
+                                if let Some(mut guard) = g.lock().now_or_never() {
+                                    *guard += 1;
+                                    expected.fetch_add(1, Relaxed);
+                                }
+                            }
+                            2 => {
+                                // Waits a little, then gives up (maybe just
+                                // after being granted).
+                                let lock = g.lock();
+                                futures::pin_mut!(lock);
+                                let mut polls = rng.below(3);
+                                let got = poll_fn(|cx| match lock.as_mut().poll(cx) {
+                                    Poll::Ready(guard) => Poll::Ready(Some(guard)),
+                                    Poll::Pending if polls == 0 => Poll::Ready(None),
+                                    Poll::Pending => {
+                                        polls -= 1;
+                                        cx.waker().wake_by_ref();
+                                        Poll::Pending
+                                    }
+                                })
+                                .await;
+                                if let Some(mut guard) = got {
+                                    *guard += 1;
+                                    expected.fetch_add(1, Relaxed);
+                                }
+                            }
+                            3 => {
+                                g.with(|n| *n += 1).await.unwrap();
+                                expected.fetch_add(1, Relaxed);
+                            }
+                            _ => {
+                                let mut guard = g.lock().await;
+                                yield_now().await;
+                                *guard += 1;
+                                expected.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            block_on(t).unwrap();
+        }
+        assert_eq!(block_on(g.with(|n| *n)).unwrap(), expected.load(SeqCst));
+        assert_eq!(*block_on(g.lock()), expected.load(SeqCst));
+    });
+}
+
+#[test]
+fn a_guard_dropped_in_a_panic_releases_the_strand() {
+    quiet_test_panics();
+    within("guard-panic", || {
+        let pool = pool(2);
+        let g = Guarded::new(pool.clone(), 0);
+        let g2 = g.clone();
+        let holder = pool.spawn(async move {
+            let mut guard = g2.lock().await;
+            *guard += 1;
+            yield_now().await;
+            panic!("{TEST_PANIC}: holding the guard");
+        });
+        assert!(block_on(holder).unwrap_err().is_panic());
+        // A panicking `with` section is reported, and the strand goes on.
+        assert!(block_on(g.with(|_| panic!("{TEST_PANIC}: in with")))
+            .unwrap_err()
+            .is_panic());
+        assert_eq!(block_on(g.with(|n| *n)).unwrap(), 1);
+        assert_eq!(*block_on(g.lock()), 1);
+    });
+}
+
+#[test]
+fn guarded_over_a_closed_executor_rejects_with() {
+    within("guarded-closed", || {
+        let manual = ManualExecutor::new();
+        manual.close();
+        let g = Guarded::new(manual, 3);
+        assert!(matches!(
+            block_on(g.with(|n| *n)),
+            Err(TaskError::Rejected(RejectReason::Closed))
+        ));
+        // Locks need no task: the data is still reachable.
+        assert_eq!(*block_on(g.lock()), 3);
+    });
+}
+
+/// The seed's serial tags, scaled down: 4 workers, tags A and B, 4 tasks
+/// of 100 ms each. Each tag's tasks run one at a time, in order, so the run
+/// takes at least 400 ms; the two tags run side by side.
+#[test]
+fn serial_tags() {
+    within("serial-tags", || {
+        let keyed = KeyedStrands::new(pool(4));
+        let running: Arc<[AtomicBool; 2]> =
+            Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let (overlaps, max_parallel, now) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let start = Instant::now();
+        let handles: Vec<_> = (0..4)
+            .flat_map(|i| [0usize, 1].map(|tag| (i, tag)))
+            .map(|(i, tag)| {
+                let (running, overlaps, max_parallel, now, log) = (
+                    running.clone(),
+                    overlaps.clone(),
+                    max_parallel.clone(),
+                    now.clone(),
+                    log.clone(),
+                );
+                keyed.spawn(tag, async move {
+                    if running[tag].swap(true, SeqCst) {
+                        overlaps.fetch_add(1, SeqCst);
+                    }
+                    let n = now.fetch_add(1, SeqCst) + 1;
+                    max_parallel.fetch_max(n, SeqCst);
+                    log.lock().unwrap().push((tag, i));
+                    thread::sleep(Duration::from_millis(100));
+                    now.fetch_sub(1, SeqCst);
+                    running[tag].store(false, SeqCst);
+                })
+            })
+            .collect();
+        for h in handles {
+            block_on(h).unwrap();
+        }
+        assert!(start.elapsed() >= Duration::from_millis(400));
+        assert_eq!(overlaps.load(SeqCst), 0, "two tasks of one tag overlapped");
+        assert_eq!(
+            max_parallel.load(SeqCst),
+            2,
+            "the tags did not run side by side"
+        );
+        for tag in 0..2 {
+            let order: Vec<_> = log
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| e.0 == tag)
+                .map(|e| e.1)
+                .collect();
+            assert_eq!(order, [0, 1, 2, 3]);
+        }
+        assert!(keyed.is_empty());
+    });
+}
+
+#[test]
+fn a_million_distinct_keys_leave_nothing_behind() {
+    const KEYS: u64 = 1_000_000 / SCALE as u64;
+    within("many-keys", || {
+        let pool = pool(2);
+        let keyed = KeyedStrands::new(pool.clone());
+        let ran = Arc::new(AtomicU64::new(0));
+        for key in 0..KEYS {
+            let ran = ran.clone();
+            keyed.execute(key, move || {
+                ran.fetch_add(1, Relaxed);
+            });
+        }
+        // Each key's entry goes when its task's future is dropped, just
+        // after the section: wait for both.
+        while ran.load(SeqCst) < KEYS || !keyed.is_empty() {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(ran.load(SeqCst), KEYS);
+        assert_eq!(keyed.len(), 0);
+        let m = pool.metrics();
+        assert_eq!(m.spawned, m.completed, "no task of a key is left");
+    });
+}
+
+#[test]
+fn same_key_serial_other_keys_parallel() {
+    within("keyed-stress", || {
+        let pool = pool(2);
+        let keyed = KeyedStrands::new(pool.clone());
+        let flags: Arc<Vec<AtomicBool>> =
+            Arc::new((0..16).map(|_| AtomicBool::new(false)).collect());
+        let next: Arc<Vec<AtomicU64>> = Arc::new((0..16).map(|_| AtomicU64::new(0)).collect());
+        let faults = Arc::new(AtomicU64::new(0));
+        let n = 100_000 / SCALE as u64;
+        for i in 0..n {
+            let key = (i % 16) as usize;
+            let (flags, next, faults) = (flags.clone(), next.clone(), faults.clone());
+            keyed.execute(key, move || {
+                if flags[key].swap(true, SeqCst) || next[key].load(Relaxed) != i / 16 {
+                    faults.fetch_add(1, SeqCst);
+                }
+                next[key].store(i / 16 + 1, Relaxed);
+                flags[key].store(false, SeqCst);
+            });
+        }
+        for key in 0..16 {
+            block_on(keyed.spawn(key, async {})).unwrap();
+        }
+        assert_eq!(faults.load(SeqCst), 0);
+        assert!(next.iter().all(|c| c.load(SeqCst) == n / 16));
+    });
+}
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn is_send_sync<T: Send + Sync>() {}
+    is_send_sync::<Strand>();
+    is_send_sync::<Guarded<Vec<u8>>>();
+    is_send_sync::<KeyedStrands<String>>();
+    fn is_send<T: Send>(_: &T) {}
+    let g = Guarded::new(Inline, 0);
+    is_send(&g.lock());
+    is_send(&block_on(g.lock()));
+}

@@ -1,0 +1,57 @@
+//! Helpers shared by the integration tests: a deadline so a hang fails the
+//! test instead of stalling CI, and a panic hook that keeps the tests'
+//! intentional panics out of the output.
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Once;
+use std::thread;
+use std::time::Duration;
+
+/// Generous on a loaded 2-core machine; a correct run takes a fraction.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The prefix of every panic message the tests raise on purpose.
+pub const TEST_PANIC: &str = "test panic";
+
+/// Runs `f` on a fresh thread named `what` and returns its result, failing
+/// the test if it has not finished within [`DEADLINE`]. A panic in `f` is
+/// passed on as is.
+pub fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let worker = thread::Builder::new()
+        .name(what.to_owned())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .expect("start the test thread");
+    match rx.recv_timeout(DEADLINE) {
+        Ok(v) => {
+            worker.join().expect("the test thread returned");
+            v
+        }
+        Err(RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(payload) => std::panic::resume_unwind(payload),
+            Ok(()) => unreachable!("the test thread sends before it returns"),
+        },
+        Err(RecvTimeoutError::Timeout) => panic!("{what}: still running after {DEADLINE:?}, hung"),
+    }
+}
+
+/// Silences std's panic message for panics whose message starts with
+/// [`TEST_PANIC`]; every other panic is reported as usual.
+pub fn quiet_test_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let msg = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+            if !msg.is_some_and(|m| m.starts_with(TEST_PANIC)) {
+                default(info);
+            }
+        }));
+    });
+}
