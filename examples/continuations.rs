@@ -28,8 +28,12 @@ fn main() {
     let strand = Strand::new(pool.clone());
 
     println!("-- strand, then Inline, then the pool");
+    // Step 1 waits until the chain is attached: an `Inline` step attached
+    // to a step that has already finished runs at once, inside `then`.
+    let (attached, wait) = std::sync::mpsc::channel::<()>();
     let scene = strand
-        .run(|| {
+        .run(move || {
+            wait.recv().unwrap();
             println!("step 1 on the strand over the pool: {}", here());
             thread::current().id()
         })
@@ -44,6 +48,7 @@ fn main() {
             assert!(thread::current().name().unwrap().starts_with("pool-"));
             (first, second)
         });
+    attached.send(()).unwrap();
     let (first, second) = block_on(scene).unwrap();
     assert_eq!(first, second, "Inline runs where the step before finished");
     println!("step 2 ran on the thread that finished step 1");

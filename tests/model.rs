@@ -454,10 +454,9 @@ impl Model {
                 t.st = St::Cancelled;
                 true
             }
-            // Never admitted: the claim is still free the first time, and
-            // the job never runs.
-            St::Rejected => !std::mem::replace(&mut t.open, true),
-            St::Done | St::Cancelled => false,
+            // Never admitted: nothing to cancel, and awaiting the handle
+            // says `Rejected`, as for any task that has ended.
+            St::Rejected | St::Done | St::Cancelled => false,
             St::Parked => unreachable!("timed jobs never wait on a gate"),
         }
     }

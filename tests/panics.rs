@@ -209,6 +209,23 @@ fn a_detached_guarded_section_panic_reaches_the_pool_hook() {
     });
 }
 
+/// A posted closure has no handle at all: its panic goes to the hook of
+/// the pool under the strand, and the strand goes on.
+#[test]
+fn a_posted_closure_panic_reaches_the_pool_hook() {
+    quiet_test_panics();
+    within("post hook", || {
+        let (pool, reported) = pool_with_hook("post-hook", 1);
+        let strand = Strand::new(pool.clone());
+        strand.post(|| panic!("{TEST_PANIC}: post"));
+        assert_eq!(block_on(strand.run(|| 7)).unwrap(), 7, "the strand goes on");
+        drop(strand);
+        pool.shutdown().unwrap();
+        let got: Vec<String> = reported.try_iter().collect();
+        assert_eq!(got, [format!("{TEST_PANIC}: post")]);
+    });
+}
+
 /// A panic in any step of a chain across two pools, a strand and
 /// `Inline` skips the value steps after it and reaches `then_try` with its
 /// message; every pool still has all its workers.

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use viaduct::time::{self, Elapsed, MissedTickBehavior, Pacing, Timer};
-use viaduct::{block_on, ExecutorExt, Inline, ManualExecutor, TaskError, ThreadPool, TimedExt};
+use viaduct::{
+    block_on, ExecutorExt, Inline, ManualExecutor, RejectReason, TaskError, ThreadPool, TimedExt,
+};
 
 /// xorshift64*: deterministic test data without a dependency.
 struct Rng(u64);
@@ -573,8 +575,19 @@ fn timed_tasks_wait_for_their_deadline_on_their_executor() {
 
     // A closed executor refuses at once, and nothing is parked.
     ex.close();
-    let refused = timer.execute_after(&ex, Duration::from_secs(1), || ());
-    assert!(matches!(block_on(refused), Err(TaskError::Rejected(_))));
+    let mut refused = timer.execute_after(&ex, Duration::from_secs(1), || ());
+    assert!(refused.is_finished());
+    assert!(
+        !refused.cancel(),
+        "nothing to cancel: awaiting says how it ended"
+    );
+    assert!(matches!(
+        block_on(refused),
+        Err(TaskError::Rejected(RejectReason::Closed))
+    ));
+    let mut periodic = timer.execute_every(&ex, Duration::from_secs(1), || ());
+    assert!(periodic.is_finished());
+    assert!(!periodic.cancel());
     assert_eq!(timer.pending(), 0);
 }
 

@@ -43,7 +43,8 @@ use crate::task::{create_admitted, JoinHandle, TaskError};
 
 /// The job has not started and may still be cancelled.
 const WAITING: usize = 0;
-/// The job has started (a one-shot job can no longer be cancelled).
+/// The job has started (a one-shot job can no longer be cancelled), or its
+/// executor refused it: either way `cancel` has nothing to stop.
 const STARTED: usize = 1;
 /// Cancelled: no run starts from now on.
 const CANCELLED: usize = 2;
@@ -435,10 +436,11 @@ impl Timer {
         let admission = match ex.admit() {
             Ok(a) => a,
             Err(reason) => {
+                job.claim.store(STARTED, Ordering::Release);
                 return (
                     JoinHandle::failed(TaskError::Rejected(reason), ex.to_exec()),
                     job,
-                )
+                );
             }
         };
         let (runnable, join) = create_admitted(ex.to_exec(), make(job.clone()), admission);
