@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
 
@@ -198,21 +198,44 @@ impl fmt::Debug for TaskInfo {
     }
 }
 
+/// The viaduct task being polled on this thread: its metadata, and the data
+/// pointer of the waker it was polled with (compared, never dereferenced).
+#[derive(Clone, Copy)]
+struct Current {
+    info: *const TaskInfo,
+    waker: *const (),
+}
+
 thread_local! {
-    static CURRENT_TASK: Cell<*const TaskInfo> = const { Cell::new(std::ptr::null()) };
+    static CURRENT_TASK: Cell<Current> = const {
+        Cell::new(Current { info: std::ptr::null(), waker: std::ptr::null() })
+    };
 }
 
 /// Runs `f` with the metadata of the viaduct task being polled on this
 /// thread, if any.
 pub(crate) fn with_current_task<R>(f: impl FnOnce(Option<&TaskInfo>) -> R) -> R {
-    let ptr = CURRENT_TASK.with(Cell::get);
+    let ptr = CURRENT_TASK.with(Cell::get).info;
     // SAFETY: the pointer is set only by `TaskFuture::poll` for the duration
     // of that poll and reset (by `CurrentGuard`) before it returns; while the
     // task is being polled its allocation, metadata included, is alive.
     f(unsafe { ptr.as_ref() })
 }
 
-struct CurrentGuard(*const TaskInfo);
+/// Like [`with_current_task`], but only if `waker` is the task's own: a
+/// future polled with another waker (under a `block_on`, or inside a
+/// combinator that wakes its parts separately) is not the task itself, and
+/// waking the task would not be what resumes that future.
+pub(crate) fn with_task_polled_by<R>(waker: &Waker, f: impl FnOnce(Option<&TaskInfo>) -> R) -> R {
+    let current = CURRENT_TASK.with(Cell::get);
+    if current.waker != waker.data() {
+        return f(None);
+    }
+    // SAFETY: as in `with_current_task`.
+    f(unsafe { current.info.as_ref() })
+}
+
+struct CurrentGuard(Current);
 
 impl Drop for CurrentGuard {
     fn drop(&mut self) {
@@ -499,7 +522,11 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             } = self.get_unchecked_mut();
             (Pin::new_unchecked(&mut **fut), *info, &*admission)
         };
-        let prev = CURRENT_TASK.with(|c| c.replace(info));
+        let current = Current {
+            info,
+            waker: cx.waker().data(),
+        };
+        let prev = CURRENT_TASK.with(|c| c.replace(current));
         let _restore = CurrentGuard(prev);
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(

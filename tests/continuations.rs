@@ -558,6 +558,39 @@ fn hop_to_outside_a_viaduct_task_panics_saying_what_to_do() {
     futures::executor::block_on(hop_to(&a));
 }
 
+/// A `block_on` inside a viaduct task polls its future with a waker of its
+/// own: a hop there has no task to move (moving the outer task would not
+/// move the future under `block_on`), so it fails and nothing moves, and
+/// the outer task stays where it was. The same for a combinator that wakes
+/// its parts separately.
+#[test]
+fn try_hop_to_under_a_block_on_inside_a_task_fails_and_moves_nothing() {
+    let a = pool("a");
+    let io = pool("io");
+    let io2 = io.clone();
+    let names = a.spawn(async move {
+        let nested = block_on(try_hop_to(&io2));
+        let foreign = futures::executor::block_on(try_hop_to(&io2));
+        let mut parts = futures::stream::FuturesUnordered::new();
+        parts.push(try_hop_to(&io2));
+        let unordered = futures::StreamExt::next(&mut parts).await.unwrap();
+        let during = thread_name();
+        // Give a wrongly moved task the chance to show it.
+        viaduct::time::sleep(std::time::Duration::from_millis(1)).await;
+        (
+            nested.is_err(),
+            foreign.is_err(),
+            unordered.is_err(),
+            during,
+            thread_name(),
+        )
+    });
+    assert_eq!(
+        block_on(names).unwrap(),
+        (true, true, true, "a-0".to_owned(), "a-0".to_owned())
+    );
+}
+
 /// Eight tasks hop into one strand, add one to a plain counter (a load and
 /// a store, with a yield between them to invite a race) with an overlap
 /// check, and hop back out (folly's `TeleportGuard`). The pool has two

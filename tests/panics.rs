@@ -416,7 +416,10 @@ fn a_panicking_drop_while_cancelled_unwinds_nowhere() {
         let mut got: Vec<String> = reported.try_iter().collect();
         got.sort();
         let mut want = vec!["test panic: drop after abort".to_owned()];
-        want.extend(std::iter::repeat("test panic: drop on shutdown_now".to_owned()).take(5));
+        want.extend(std::iter::repeat_n(
+            "test panic: drop on shutdown_now".to_owned(),
+            5,
+        ));
         want.push("test panic: drop in a dying strand".to_owned());
         want.sort();
         assert_eq!(got, want, "each reported once, to the pool's hook");

@@ -114,7 +114,7 @@ fn hammer(
                         strands[s].post(move || {
                             let c = &checks[s];
                             let alone = !c.in_section.swap(true, SeqCst)
-                                & shared.as_ref().map_or(true, |f| !f.swap(true, SeqCst));
+                                & shared.as_ref().is_none_or(|f| !f.swap(true, SeqCst));
                             if !alone {
                                 faults.overlaps.fetch_add(1, SeqCst);
                             }

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use crate::executor::{Exec, Executor};
-use crate::task::with_current_task;
+use crate::task::with_task_polled_by;
 
 /// Moves the current task to `ex`: from its next poll on, the task runs on
 /// `ex`. The returned future completes in that poll, so the code after
@@ -25,13 +25,16 @@ use crate::task::with_current_task;
 /// `TeleportGuard`); see the [module docs](crate::future#hopping-between-executors).
 ///
 /// Await it directly in the task (or through combinators that poll it with
-/// the task's own waker, like `join` and `select`): it moves the viaduct
-/// task being polled on this thread, whatever future awaits it.
+/// the task's own waker, like `join!` and `select!`): it moves the viaduct
+/// task whose waker it is polled with.
 ///
 /// # Panics
 ///
 /// When awaited outside a task spawned by viaduct (in a tokio task, under
-/// [`block_on`](crate::block_on), ...): there is no task to move. Spawn
+/// a [`block_on`](crate::block_on), even one called inside a viaduct task,
+/// or inside a combinator that polls it with a waker of its own, such as
+/// `FuturesUnordered`): there is no task to move, or moving the task would
+/// not move the future that awaits the hop. Spawn
 /// the future with viaduct ([`ExecutorExt::spawn`](crate::ExecutorExt::spawn),
 /// [`ViaExt::via`](crate::ViaExt::via)), or use [`try_hop_to`] to handle
 /// that case.
@@ -61,7 +64,9 @@ pub fn hop_to<E: Executor + Clone>(ex: &E) -> Hop {
 ///
 /// # Errors
 ///
-/// [`HopError`] when awaited outside a task spawned by viaduct.
+/// [`HopError`] when awaited outside a task spawned by viaduct, or with a
+/// waker that is not the task's own (under a nested `block_on`, inside
+/// `FuturesUnordered`): see [`hop_to`].
 ///
 /// # Examples
 ///
@@ -145,7 +150,9 @@ impl Future for TryHop {
         let Some(target) = self.target.take() else {
             return Poll::Ready(Ok(()));
         };
-        let moved = with_current_task(|task| task.map(|task| task.set_executor(target)));
+        let moved = with_task_polled_by(cx.waker(), |task| {
+            task.map(|task| task.set_executor(target))
+        });
         if moved.is_none() {
             return Poll::Ready(Err(HopError(())));
         }
@@ -172,9 +179,10 @@ pub struct HopError(());
 impl fmt::Display for HopError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
-            "viaduct::hop_to awaited outside a task spawned by viaduct, so there is no task \
-             to move: spawn the future on a viaduct executor (`ex.spawn(fut)` or \
-             `fut.via(&ex)`), or use `try_hop_to` and handle this error",
+            "viaduct::hop_to awaited outside a task spawned by viaduct (or under a block_on \
+             or a combinator with wakers of its own), so there is no task to move: spawn the \
+             future on a viaduct executor (`ex.spawn(fut)` or `fut.via(&ex)`) and await the \
+             hop directly in it, or use `try_hop_to` and handle this error",
         )
     }
 }
