@@ -1,0 +1,121 @@
+//! What the hot paths allocate, counted by a global allocator: `join`
+//! allocates nothing (its jobs live on the callers' stacks), a strand
+//! post allocates exactly its closure, a spawn on a strand exactly its
+//! task, and a strand's batches reuse its one runner task (no allocation
+//! per batch).
+//!
+//! The counter is process-wide, so this file holds one `#[test]` that runs
+//! the checks in turn: the harness starts no other thread meanwhile.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+use viaduct::{block_on, ExecutorExt, ManualExecutor, Strand, ThreadPool};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to `System` unchanged; the counter is
+// an atomic, which allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, SeqCst);
+        // SAFETY: the caller upholds `alloc`'s contract, passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` through `alloc` above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, SeqCst);
+        // SAFETY: as for `alloc` and `dealloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made while `f` runs.
+fn allocations<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = ALLOCATIONS.load(SeqCst);
+    let r = f();
+    (r, ALLOCATIONS.load(SeqCst) - before)
+}
+
+fn fib(pool: &ThreadPool, n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
+    a + b
+}
+
+#[test]
+fn hot_paths_allocate_what_they_must_and_nothing_more() {
+    join_allocates_nothing();
+    a_post_allocates_its_closure_and_batches_reuse_the_runner();
+    a_spawn_on_a_strand_allocates_its_task_only();
+}
+
+fn join_allocates_nothing() {
+    let pool = ThreadPool::builder().threads(2).build().unwrap();
+    let p = pool.clone();
+    let (value, count) = block_on(pool.run(move || {
+        // Warm-up: the deques reach their size, epoch and thread-locals
+        // register, and the other worker steals (its first steal registers
+        // it with crossbeam's epoch, which allocates once).
+        let stolen = p.metrics().stolen;
+        for round in 0..100_000 {
+            fib(&p, 15);
+            if round >= 20 && p.metrics().stolen >= stolen + 10 {
+                break;
+            }
+        }
+        allocations(|| fib(&p, 20))
+    }))
+    .unwrap();
+    assert_eq!(value, 6765);
+    assert_eq!(count, 0, "pool.join allocated on its hot path");
+    // Workers exiting free their thread-locals: not while the next check
+    // counts.
+    pool.shutdown().unwrap();
+}
+
+fn a_post_allocates_its_closure_and_batches_reuse_the_runner() {
+    let manual = ManualExecutor::new();
+    let strand = Strand::new(manual.clone());
+    // Warm-up: the runner's first start and the manual queue's buffer.
+    strand.post(|| ());
+    manual.run_until_idle();
+    let ((), count) = allocations(|| {
+        for _round in 0..10 {
+            for _ in 0..100 {
+                strand.post(|| ());
+            }
+            // One batch a round: the runner, queued once, takes all 100.
+            assert_eq!(manual.run_until_idle(), 1);
+        }
+    });
+    assert_eq!(count, 1000, "one allocation per post, none per batch");
+    let m = strand.metrics();
+    assert_eq!((m.queued, m.batches), (1001, 11));
+}
+
+fn a_spawn_on_a_strand_allocates_its_task_only() {
+    let manual = ManualExecutor::new();
+    let strand = Strand::new(manual.clone());
+    drop(strand.run(|| ()));
+    manual.run_until_idle();
+    let (handles, count) = allocations(|| {
+        let handles: Vec<_> = (0..100u32).map(|i| strand.run(move || i)).collect();
+        manual.run_until_idle();
+        handles
+    });
+    // The Vec of handles is the one allocation beyond the tasks.
+    assert_eq!(count, 100 + 1, "one allocation per task, none per batch");
+    let sum: u32 = handles.into_iter().map(|h| block_on(h).unwrap()).sum();
+    assert_eq!(sum, (0..100).sum());
+}
