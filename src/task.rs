@@ -112,6 +112,10 @@ pub struct TaskInfo {
     /// queue is intrusive, so submitting to a strand allocates nothing
     /// (see `strand::queue`). A runnable is in one queue at a time.
     pub(crate) strand_link: AtomicUsize,
+    /// A number unique in the process, naming the task in traces (an
+    /// address would be reused by later tasks).
+    #[cfg(feature = "tracing")]
+    id: u64,
 }
 
 impl TaskInfo {
@@ -533,7 +537,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             target: "viaduct",
             "poll",
             executor = info.home.name(),
-            task = info as *const TaskInfo as usize,
+            task = info.id,
             worker = std::thread::current().name().unwrap_or("")
         )
         .entered();
@@ -628,6 +632,11 @@ where
         hopped: AtomicBool::new(false),
         yielded: AtomicBool::new(false),
         strand_link: AtomicUsize::new(0),
+        #[cfg(feature = "tracing")]
+        id: {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        },
     };
     // The schedule function must not be zero-sized: async-task keeps the task
     // alive across a call to a schedule function only if it captures

@@ -69,6 +69,28 @@ fn spans_per_poll_and_park_events() {
     for h in handles {
         block_on(h).unwrap();
     }
+    // A join whose first half waits for its second: only the other worker,
+    // stealing the second half, can let it finish.
+    let p = pool.clone();
+    let stolen = block_on(pool.run(move || {
+        let other = std::sync::atomic::AtomicBool::new(false);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let (waited, _) = p.join(
+            || {
+                while !other.load(Ordering::SeqCst) {
+                    assert!(std::time::Instant::now() < deadline, "nobody stole");
+                    std::hint::spin_loop();
+                }
+                std::thread::current().name().unwrap().to_owned()
+            },
+            || {
+                other.store(true, Ordering::SeqCst);
+                std::thread::current().name().unwrap().to_owned()
+            },
+        );
+        waited
+    }))
+    .unwrap();
     // A worker may find the pool closed before it ever idles: wait for an
     // idle worker to park (it counts the park right before the event, and
     // `shutdown` joins it after).
@@ -86,8 +108,13 @@ fn spans_per_poll_and_park_events() {
         "one poll span per task poll, got {}",
         polls.len()
     );
+    let mut ids = std::collections::HashSet::new();
     for (_, fields) in &polls {
-        assert!(fields.iter().any(|f| f.starts_with("task=")), "{fields:?}");
+        let id = fields
+            .iter()
+            .find_map(|f| f.strip_prefix("task="))
+            .unwrap_or_else(|| panic!("no task id: {fields:?}"));
+        ids.insert(id.to_owned());
         assert!(
             fields.iter().any(|f| f.starts_with("worker=\"traced-")),
             "{fields:?}"
@@ -97,11 +124,19 @@ fn spans_per_poll_and_park_events() {
             "{fields:?}"
         );
     }
+    // Ten tasks polled once each, and the join's task: ids never reused.
+    assert_eq!(ids.len(), 11, "one id per task: {ids:?}");
     let events = recorder.events.lock().unwrap();
     assert!(
         events.iter().any(|e| e.contains("message=park")),
         "idle workers park and say so: {events:?}"
     );
+    let thief = events
+        .iter()
+        .find(|e| e.contains("message=steal join half"))
+        .unwrap_or_else(|| panic!("the stolen half is traced: {events:?}"));
+    assert!(thief.contains("victim="), "{thief}");
+    assert!(stolen.starts_with("traced-"));
 }
 
 impl Recorder {
