@@ -11,8 +11,90 @@ pub(crate) use std::sync::{
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
-    Arc, Condvar, Mutex, MutexGuard,
+    Mutex, MutexGuard,
 };
+
+/// What only the loom models themselves use.
+#[cfg(all(loom, test))]
+pub(crate) use loom::sync::{Arc, Condvar};
+
+/// Thread parking, which the pool's idle workers sleep on.
+#[cfg(not(loom))]
+pub(crate) mod thread {
+    pub(crate) use std::thread::{current, park, Thread};
+}
+
+#[cfg(loom)]
+pub(crate) mod thread {
+    pub(crate) use loom::thread::{current, park, Thread};
+}
+
+/// A cell written once and read without a lock after: std's `OnceLock`.
+/// Under loom (which has no `OnceLock`), the same thing built the way
+/// `OnceLock` is: a state word published with release and read with
+/// acquire, so SeqCst fences around it order as they do around the real
+/// one. Only one thread may call `init` at a time.
+pub(crate) struct SetOnce<T> {
+    #[cfg(not(loom))]
+    cell: std::sync::OnceLock<T>,
+    #[cfg(loom)]
+    set: AtomicBool,
+    #[cfg(loom)]
+    value: loom::cell::UnsafeCell<Option<T>>,
+}
+
+#[cfg(not(loom))]
+impl<T> SetOnce<T> {
+    pub(crate) fn new() -> Self {
+        SetOnce {
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Sets the value to `f()` unless it is set already.
+    pub(crate) fn init(&self, f: impl FnOnce() -> T) {
+        self.cell.get_or_init(f);
+    }
+
+    /// Runs `f` with the value, if it is set.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
+        f(self.cell.get())
+    }
+}
+
+// SAFETY: as `OnceLock<T>`: the value is written once, before `set` is
+// published, and only read (shared) after; so sharing needs `T: Send + Sync`.
+#[cfg(loom)]
+unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
+
+#[cfg(loom)]
+impl<T> SetOnce<T> {
+    pub(crate) fn new() -> Self {
+        SetOnce {
+            set: AtomicBool::new(false),
+            value: loom::cell::UnsafeCell::new(None),
+        }
+    }
+
+    pub(crate) fn init(&self, f: impl FnOnce() -> T) {
+        if !self.set.load(Ordering::Acquire) {
+            // SAFETY: one initialising thread at a time (the type's rule),
+            // and no reader touches the value before `set` is published.
+            self.value.with_mut(|v| unsafe { *v = Some(f()) });
+            self.set.store(true, Ordering::Release);
+        }
+    }
+
+    pub(crate) fn with<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
+        if self.set.load(Ordering::Acquire) {
+            // SAFETY: `set` was published after the value's only write,
+            // and the acquire load orders this read after it.
+            self.value.with(|v| f(unsafe { (*v).as_ref() }))
+        } else {
+            f(None)
+        }
+    }
+}
 
 /// Locks `m`, ignoring poison: every structure we guard stays valid if a
 /// holder unwinds.

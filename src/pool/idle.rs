@@ -32,9 +32,7 @@
 //! Parking itself is a flag per worker plus std's thread parking: the flag
 //! makes an unpark that comes before the park count.
 
-#[cfg(not(loom))]
-use crate::loom::AtomicBool;
-use crate::loom::{fence, AtomicUsize, Mutex, Ordering::SeqCst};
+use crate::loom::{fence, thread, AtomicBool, AtomicUsize, Mutex, Ordering::SeqCst, SetOnce};
 
 pub(crate) struct Idle {
     searching: AtomicUsize,
@@ -146,7 +144,7 @@ impl Idle {
     }
 
     /// `(searching, sleeping)`, for the loom models.
-    #[cfg(loom)]
+    #[cfg(all(loom, test))]
     pub(crate) fn counts(&self) -> (usize, usize) {
         (self.searching.load(SeqCst), self.sleeping.load(SeqCst))
     }
@@ -163,7 +161,8 @@ pub(crate) enum Woken {
 }
 
 /// One worker's park/unpark: a flag, so an unpark that comes first is not
-/// lost, and the worker's thread to wake.
+/// lost, and the worker's thread to wake. The loom models run this very
+/// code, on loom's thread parking.
 ///
 /// It sleeps on std's thread parking (a futex on Linux), not on an
 /// `event-listener` event: an event wakes its listener while holding the
@@ -171,19 +170,17 @@ pub(crate) enum Woken {
 /// every wake-up cost three context switches instead of one. That tripled
 /// the cost of every hand-off between executors (BENCHMARKS.md,
 /// continuations).
-#[cfg(not(loom))]
 struct Parker {
     notified: AtomicBool,
     /// The worker's thread, set by its first `park`.
-    thread: std::sync::OnceLock<std::thread::Thread>,
+    thread: SetOnce<thread::Thread>,
 }
 
-#[cfg(not(loom))]
 impl Parker {
     fn new() -> Parker {
         Parker {
             notified: AtomicBool::new(false),
-            thread: std::sync::OnceLock::new(),
+            thread: SetOnce::new(),
         }
     }
 
@@ -192,55 +189,30 @@ impl Parker {
         // Pairs with the fence in `park`: either this sees the thread, or
         // the worker's first look at `notified` comes after the store.
         fence(SeqCst);
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
+        self.thread.with(|thread| {
+            if let Some(thread) = thread {
+                thread.unpark();
+            }
+        });
     }
 
     fn park(&self) {
-        let thread = self.thread.get_or_init(std::thread::current);
-        debug_assert_eq!(
-            thread.id(),
-            std::thread::current().id(),
-            "a worker parks only itself"
-        );
+        self.thread.init(thread::current);
+        self.thread.with(|thread| {
+            debug_assert!(
+                thread.is_some_and(|t| t.id() == thread::current().id()),
+                "a worker parks only itself"
+            );
+        });
         fence(SeqCst);
-        // A `thread::park` may return spuriously; the flag tells.
-        while !self.notified.swap(false, SeqCst) {
-            std::thread::park();
+        // A `park` may return spuriously; the flag tells. Only this thread
+        // clears the flag, so a load that sees it set means the swap will
+        // take it. (The load first is also what loom 0.7 needs: its `swap`
+        // after an unpark can read a value older than the unparker's store,
+        // a false deadlock.)
+        while !(self.notified.load(SeqCst) && self.notified.swap(false, SeqCst)) {
+            thread::park();
         }
-    }
-}
-
-/// The loom stand-in for the parker above: the same flag semantics, on a
-/// mutex and condvar loom can see (event-listener's internals are not what
-/// these models check).
-#[cfg(loom)]
-struct Parker {
-    notified: Mutex<bool>,
-    cvar: crate::loom::Condvar,
-}
-
-#[cfg(loom)]
-impl Parker {
-    fn new() -> Parker {
-        Parker {
-            notified: Mutex::new(false),
-            cvar: crate::loom::Condvar::new(),
-        }
-    }
-
-    fn unpark(&self) {
-        *crate::loom::lock(&self.notified) = true;
-        self.cvar.notify_one();
-    }
-
-    fn park(&self) {
-        let mut notified = crate::loom::lock(&self.notified);
-        while !*notified {
-            notified = self.cvar.wait(notified).unwrap();
-        }
-        *notified = false;
     }
 }
 
@@ -248,7 +220,6 @@ impl Parker {
 mod loom_model {
     use super::*;
     use crate::loom::Arc;
-    use loom::thread;
 
     /// One worker goes to sleep while a producer pushes one unit of work:
     /// the work is always found, never stranded with the worker asleep.
@@ -259,43 +230,45 @@ mod loom_model {
             let work = Arc::new(AtomicUsize::new(0));
             idle.start_searching();
 
-            let producer = {
+            // The worker is a thread of its own and the main thread the
+            // producer: loom 0.7 aborts when a thread blocked in `join` is
+            // unparked (tokio-rs/loom#249), which std allows.
+            let worker = {
                 let (idle, work) = (idle.clone(), work.clone());
-                thread::spawn(move || {
-                    work.fetch_add(1, SeqCst);
-                    idle.notify_one();
+                loom::thread::spawn(move || {
+                    // One search, then the sleep protocol, until it has
+                    // taken the unit of work.
+                    let mut searching = true;
+                    loop {
+                        if work.swap(0, SeqCst) == 1 {
+                            if searching {
+                                let _ = idle.stop_searching();
+                            }
+                            break;
+                        }
+                        if !searching {
+                            idle.start_searching();
+                            searching = true;
+                            continue;
+                        }
+                        idle.announce_sleep(0);
+                        searching = false;
+                        if work.load(SeqCst) != 0 {
+                            if idle.cancel_sleep(0) == Woken::ByNotify {
+                                searching = true;
+                            }
+                            continue;
+                        }
+                        idle.park(0);
+                        if idle.cancel_sleep(0) == Woken::ByNotify {
+                            searching = true;
+                        }
+                    }
                 })
             };
-
-            // The worker: one search, then the sleep protocol, until it has
-            // taken the unit of work.
-            let mut searching = true;
-            loop {
-                if work.swap(0, SeqCst) == 1 {
-                    if searching {
-                        let _ = idle.stop_searching();
-                    }
-                    break;
-                }
-                if !searching {
-                    idle.start_searching();
-                    searching = true;
-                    continue;
-                }
-                idle.announce_sleep(0);
-                searching = false;
-                if work.load(SeqCst) != 0 {
-                    if idle.cancel_sleep(0) == Woken::ByNotify {
-                        searching = true;
-                    }
-                    continue;
-                }
-                idle.park(0);
-                if idle.cancel_sleep(0) == Woken::ByNotify {
-                    searching = true;
-                }
-            }
-            producer.join().unwrap();
+            work.fetch_add(1, SeqCst);
+            idle.notify_one();
+            worker.join().unwrap();
             assert_eq!(idle.counts(), (0, 0));
         });
     }
@@ -307,14 +280,13 @@ mod loom_model {
             let idle = Arc::new(Idle::new(2));
             let work = Arc::new(AtomicUsize::new(0));
             let done = Arc::new(AtomicUsize::new(0));
-            let mut threads = Vec::new();
-            for _ in 0..2 {
+            let producer = {
                 let (idle, work) = (idle.clone(), work.clone());
-                threads.push(thread::spawn(move || {
+                loom::thread::spawn(move || {
                     work.fetch_add(1, SeqCst);
                     idle.notify_one();
-                }));
-            }
+                })
+            };
             let worker =
                 |i: usize, idle: Arc<Idle>, work: Arc<AtomicUsize>, done: Arc<AtomicUsize>| {
                     idle.start_searching();
@@ -353,14 +325,21 @@ mod loom_model {
                     // Whoever takes the last unit wakes the other worker to exit.
                     idle.notify_all();
                 };
-            let w1 = {
-                let (idle, work, done) = (idle.clone(), work.clone(), done.clone());
-                thread::spawn(move || worker(1, idle, work, done))
-            };
-            worker(0, idle.clone(), work.clone(), done.clone());
-            w1.join().unwrap();
-            for t in threads {
-                t.join().unwrap();
+            // Both workers are threads of their own: loom 0.7 aborts when a
+            // thread blocked in `join` is unparked (tokio-rs/loom#249), which
+            // std allows and a worker's `notify_all` would do to the main
+            // thread. The main thread is the second producer.
+            let workers: Vec<_> = (0..2)
+                .map(|i| {
+                    let (idle, work, done) = (idle.clone(), work.clone(), done.clone());
+                    loom::thread::spawn(move || worker(i, idle, work, done))
+                })
+                .collect();
+            work.fetch_add(1, SeqCst);
+            idle.notify_one();
+            producer.join().unwrap();
+            for w in workers {
+                w.join().unwrap();
             }
             assert_eq!(done.load(SeqCst), 2);
         });
