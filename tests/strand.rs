@@ -269,13 +269,20 @@ fn a_flooded_strand_lets_other_tasks_run() {
         outside_spawned.send(()).unwrap();
         let seen_outside = block_on(outside_probe).unwrap();
         let seen_inside = block_on(inside_probe.lock().unwrap().take().unwrap()).unwrap();
+        // The strand runs at most a budget (128) of sections per turn, and
+        // a worker looks at the pool's injector at least every 61 jobs: the
+        // probe spawned by a section runs after the rest of that turn, the
+        // one spawned from outside within 61 more turns. (1,024 and 7,424
+        // on this machine, the same every run: one worker, no timing.)
+        const MARKER: usize = 1001;
+        const BUDGET: usize = 128;
         assert!(
-            seen_inside < FLOOD,
-            "the task spawned inside waited for the whole flood"
+            seen_inside <= MARKER + BUDGET,
+            "the task spawned inside waited for {seen_inside} sections"
         );
         assert!(
-            seen_outside < FLOOD,
-            "the task spawned outside waited for the whole flood"
+            seen_outside <= MARKER + 62 * BUDGET,
+            "the task spawned outside waited for {seen_outside} sections"
         );
         block_on(strand.run(|| ())).unwrap();
         assert_eq!(done.load(SeqCst), FLOOD);
