@@ -718,7 +718,8 @@ enum State<T> {
         info: NonNull<TaskInfo>,
     },
     Failed {
-        error: Option<TaskError>,
+        /// Reports a panic nobody read to `sink`, as a task's result does.
+        failure: Failure,
         exec: Exec,
     },
     /// Done before any task was needed (a strand section run on the spot).
@@ -735,9 +736,18 @@ impl<T> Unpin for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
     pub(crate) fn failed(error: TaskError, exec: Exec) -> Self {
+        Self::failed_reporting(error, exec, None)
+    }
+
+    /// Like [`failed`](Self::failed); if the error is a panic and the
+    /// handle is dropped without reading it, the payload goes to `sink`.
+    pub(crate) fn failed_reporting(error: TaskError, exec: Exec, sink: Option<Sink>) -> Self {
         JoinHandle {
             state: State::Failed {
-                error: Some(error),
+                failure: Failure {
+                    error: Some(error),
+                    sink,
+                },
                 exec,
             },
             next: None,
@@ -787,7 +797,10 @@ impl<T> JoinHandle<T> {
                 // waiting for it; the future is dropped by whoever holds the
                 // runnable, or right here if nobody does.
                 self.state = State::Failed {
-                    error: Some(TaskError::Cancelled),
+                    failure: Failure {
+                        error: Some(TaskError::Cancelled),
+                        sink: None,
+                    },
                     exec,
                 };
             }
@@ -846,7 +859,8 @@ impl<T> Future for JoinHandle<T> {
                     Poll::Ready(None) => Poll::Ready(Err(TaskError::Cancelled)),
                 }
             }
-            State::Failed { error, .. } => Poll::Ready(Err(error
+            State::Failed { failure, .. } => Poll::Ready(Err(failure
+                .error
                 .take()
                 .expect("JoinHandle polled after it returned its result"))),
             State::Ready { value, .. } => Poll::Ready(Ok(value

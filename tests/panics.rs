@@ -209,6 +209,30 @@ fn a_detached_guarded_section_panic_reaches_the_pool_hook() {
     });
 }
 
+/// A `with` called from a task of the pool while the strand is free runs
+/// on the spot and returns a finished handle; dropped unread, its panic
+/// goes to the pool's hook all the same.
+#[test]
+fn an_on_the_spot_guarded_section_panic_reaches_the_pool_hook() {
+    quiet_test_panics();
+    within("with on the spot", || {
+        let (pool, reported) = pool_with_hook("spot-hook", 1);
+        let guarded = Guarded::new(pool.clone(), 0u32);
+        let g = guarded.clone();
+        let on_the_spot = block_on(pool.spawn(async move {
+            drop(g.with(|_| panic!("{TEST_PANIC}: on the spot")));
+            g.metrics().inline
+        }))
+        .unwrap();
+        assert_eq!(on_the_spot, 1, "the section ran without queueing");
+        assert_eq!(block_on(guarded.with(|n| *n)).unwrap(), 0);
+        drop(guarded);
+        pool.shutdown().unwrap();
+        let got: Vec<String> = reported.try_iter().collect();
+        assert_eq!(got, [format!("{TEST_PANIC}: on the spot")]);
+    });
+}
+
 /// A posted closure has no handle at all: its panic goes to the hook of
 /// the pool under the strand, and the strand goes on.
 #[test]

@@ -139,7 +139,9 @@ impl<T: Send + 'static> Guarded<T> {
     /// section requested before it. The handle resolves to what `f`
     /// returns, or to [`TaskError::Panicked`](crate::TaskError::Panicked) if
     /// it panicked; the strand goes on either way. Awaiting the handle is
-    /// optional: dropping it leaves the section queued.
+    /// optional: dropping it leaves the section queued, and a panic nobody
+    /// reads goes where a detached task's does (a pool's
+    /// [`on_unobserved_panic`](crate::pool::Builder::on_unobserved_panic)).
     ///
     /// Where it runs: if the caller is a task of the strand's executor and
     /// the strand is free (or is about to be: another section is running
@@ -181,7 +183,13 @@ impl<T: Send + 'static> Guarded<T> {
                 let exec = Exec(self.shared.clone());
                 return match result {
                     Ok(v) => JoinHandle::ready(v, exec),
-                    Err(p) => JoinHandle::failed(TaskError::Panicked(Panic::new(p)), exec),
+                    // Where a queued section's panic would go if nobody
+                    // reads the handle: the executor's panic hook.
+                    Err(p) => JoinHandle::failed_reporting(
+                        TaskError::Panicked(Panic::new(p)),
+                        exec,
+                        core.inner.try_admit().ok().and_then(|a| a.sink()),
+                    ),
                 };
             }
             // SAFETY: as above; the refusal is the queued path's to report.
