@@ -10,6 +10,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
+#[allow(dead_code)] // only `fib` is used here
+mod support;
+
+use support::fib;
 use viaduct::{block_on, ExecutorExt, ManualExecutor, Strand, ThreadPool};
 
 struct Counting;
@@ -43,14 +47,6 @@ fn allocations<R>(f: impl FnOnce() -> R) -> (R, usize) {
     let before = ALLOCATIONS.load(SeqCst);
     let r = f();
     (r, ALLOCATIONS.load(SeqCst) - before)
-}
-
-fn fib(pool: &ThreadPool, n: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
-    a + b
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use futures::channel::{mpsc as async_mpsc, oneshot};
 use futures::StreamExt;
-use support::{quiet_test_panics, within, DEADLINE, TEST_PANIC};
+use support::{fib, quiet_test_panics, within, DEADLINE, TEST_PANIC};
 use viaduct::pool::{BuildError, JoinError};
 use viaduct::{block_on, ExecutorExt, Inline, PanicPayload, RejectReason, TaskError, ThreadPool};
 
@@ -108,14 +108,6 @@ impl Future for YieldNow {
         cx.waker().wake_by_ref();
         Poll::Pending
     }
-}
-
-fn fib(pool: &ThreadPool, n: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
-    a + b
 }
 
 #[test]

@@ -55,3 +55,13 @@ pub fn quiet_test_panics() {
         }));
     });
 }
+
+/// fib(n) by `pool.join` recursion: the fork-join workload of the tests.
+#[allow(dead_code)] // used by some of the test binaries that include this
+pub fn fib(pool: &viaduct::ThreadPool, n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
+    a + b
+}
