@@ -280,6 +280,31 @@ pub(crate) trait Tracker: Send + Sync {
 
 pub(crate) type Sink = Arc<dyn Tracker>;
 
+thread_local! {
+    static PAST_LIMIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the admissions it asks for on this thread let past a
+/// bounded executor's limit instead of waiting for room. For work that the
+/// caller's own completion holds up: a strand section submitting to its own
+/// strand, where the room it would wait for is held by the strand's backlog
+/// queued behind that very section, so the wait could never end.
+pub(crate) fn past_limit<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PAST_LIMIT.with(|p| p.set(self.0));
+        }
+    }
+    let _restore = Restore(PAST_LIMIT.with(|p| p.replace(true)));
+    f()
+}
+
+/// `true` inside [`past_limit`]: a full bounded executor admits anyway.
+pub(crate) fn admitting_past_limit() -> bool {
+    PAST_LIMIT.with(std::cell::Cell::get)
+}
+
 impl Admission {
     pub(crate) fn tracked(tracker: Arc<dyn Tracker>) -> Self {
         Admission {

@@ -791,3 +791,61 @@ fn handles_are_send_and_sync() {
     is_send(&g.lock());
     is_send(&block_on(g.lock()));
 }
+
+/// On a full bounded pool, a section that submits to its own strand must
+/// not wait for room: the slots are held by the strand's own backlog,
+/// which runs only after that section returns. Such submissions are let
+/// past the bound; everything runs, in order.
+#[test]
+fn a_section_submitting_to_its_own_strand_on_a_full_bounded_pool_does_not_wedge() {
+    within("self-submission on a full pool", || {
+        let pool = ThreadPool::builder()
+            .threads(1)
+            .max_pending(2)
+            .build()
+            .unwrap();
+        let strand = Strand::new(pool.clone());
+        let guarded = Guarded::new(pool.clone(), Vec::new());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (s, l) = (strand.clone(), log.clone());
+        strand.post(move || {
+            for i in 0..5 {
+                let l = l.clone();
+                s.post(move || l.lock().unwrap().push(i));
+            }
+            let l = l.clone();
+            drop(s.spawn(async move { l.lock().unwrap().push(5) }));
+        });
+        let g = guarded.clone();
+        let sections = guarded.with(move |v: &mut Vec<u32>| {
+            v.push(0);
+            // Queued behind this very section: let past the bound too.
+            (1..4)
+                .map(|i| g.with(move |v| v.push(i)))
+                .collect::<Vec<_>>()
+        });
+        let inner = block_on(sections).unwrap();
+        for h in inner {
+            block_on(h).unwrap();
+        }
+        block_on(strand.run(|| ())).unwrap();
+        assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3, 4, 5]);
+        assert_eq!(block_on(guarded.with(|v| v.clone())).unwrap(), [0, 1, 2, 3]);
+        // The bound still holds from outside: a third task must wait.
+        let (go, wait) = mpsc::channel::<()>();
+        let wait = Arc::new(Mutex::new(wait));
+        let busy: Vec<_> = (0..2)
+            .map(|_| {
+                let w = wait.clone();
+                pool.run(move || w.lock().unwrap().recv().unwrap())
+            })
+            .collect();
+        let refused = pool.try_spawn(async {}).unwrap_err();
+        assert_eq!(refused.reason(), RejectReason::Full);
+        go.send(()).unwrap();
+        go.send(()).unwrap();
+        for h in busy {
+            block_on(h).unwrap();
+        }
+    });
+}

@@ -52,7 +52,7 @@ use crossbeam_deque::{Injector, Stealer};
 use crossbeam_utils::CachePadded;
 use event_listener::{Event, Listener};
 
-use crate::executor::{impl_spawn, Admission, Exec, Executor, Tracker};
+use crate::executor::{admitting_past_limit, impl_spawn, Admission, Exec, Executor, Tracker};
 use crate::task::{PanicPayload, RejectReason, Runnable};
 use job::Job;
 pub(crate) use worker::{with_worker, WorkerCtx};
@@ -341,6 +341,11 @@ impl Builder {
     /// Bounded mode: at most `n` tasks accepted and not yet finished. Past
     /// that, `try_spawn` returns [`RejectReason::Full`] with the future, and
     /// `spawn` waits for room (on a worker of this pool, by running tasks).
+    /// Strand sections and posts count as tasks. One exception: a strand
+    /// section that submits to its own strand (a `post`, a `spawn`, a
+    /// queued `Guarded::with`) is let past the bound instead of waiting,
+    /// since the room it would wait for may be held by that strand's
+    /// backlog, which cannot run before the section returns.
     ///
     /// # Examples
     ///
@@ -1019,10 +1024,27 @@ impl Executor for Shared {
     }
 
     fn try_admit(&self) -> Result<Admission, RejectReason> {
+        self.count_in(self.max_pending)
+    }
+
+    fn admit(&self) -> Result<Admission, RejectReason> {
+        loop {
+            match self.try_admit() {
+                Err(RejectReason::Full) if admitting_past_limit() => return self.count_in(None),
+                Err(RejectReason::Full) => worker::wait_for_room(self),
+                other => return other,
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Counts a task in, unless that would make more than `limit` live.
+    fn count_in(&self, limit: Option<u64>) -> Result<Admission, RejectReason> {
         if self.is_closed() {
             return Err(RejectReason::Closed);
         }
-        match self.max_pending {
+        match limit {
             None => {
                 self.spawned.fetch_add(1, SeqCst);
             }
@@ -1048,15 +1070,6 @@ impl Executor for Shared {
             return Err(RejectReason::Closed);
         }
         Ok(admission)
-    }
-
-    fn admit(&self) -> Result<Admission, RejectReason> {
-        loop {
-            match self.try_admit() {
-                Err(RejectReason::Full) => worker::wait_for_room(self),
-                other => return other,
-            }
-        }
     }
 }
 

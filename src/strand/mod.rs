@@ -103,7 +103,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
-use crate::executor::{impl_spawn, Admission, Exec, Executor};
+use crate::executor::{impl_spawn, past_limit, Admission, Exec, Executor};
 use crate::task::{
     create_admitted, spawn_admitted, with_current_task, JoinHandle, RejectReason, Runnable,
     TaskError, TaskInfo,
@@ -620,7 +620,14 @@ impl Core {
         if self.refused() {
             return Err(RejectReason::Closed);
         }
-        self.inner.admit()
+        if Frame::inside(self) {
+            // A section submitting to its own strand: on a full bounded
+            // pool, the room it would wait for may be held by this strand's
+            // own backlog, which runs only after this section returns.
+            past_limit(|| self.inner.admit())
+        } else {
+            self.inner.admit()
+        }
     }
 
     /// Takes the strand over if it is free, or becomes free within a short
