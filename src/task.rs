@@ -208,12 +208,28 @@ impl fmt::Debug for TaskInfo {
 struct Current {
     info: *const TaskInfo,
     waker: *const (),
+    /// The task's admission, for where its panics go.
+    admission: *const Admission,
 }
 
 thread_local! {
     static CURRENT_TASK: Cell<Current> = const {
-        Cell::new(Current { info: std::ptr::null(), waker: std::ptr::null() })
+        Cell::new(Current {
+            info: std::ptr::null(),
+            waker: std::ptr::null(),
+            admission: std::ptr::null(),
+        })
     };
+}
+
+/// Where a panic of the viaduct task being polled on this thread goes if
+/// nobody reads it (its executor's panic hook), if there is such a task.
+pub(crate) fn current_task_sink() -> Option<Sink> {
+    let admission = CURRENT_TASK.with(Cell::get).admission;
+    // SAFETY: set only by `TaskFuture::poll`, to its own admission, for the
+    // duration of that poll (as `info`); the admission lives in the task's
+    // future, which is alive and not moved while it is polled.
+    unsafe { admission.as_ref() }.and_then(Admission::sink)
 }
 
 /// Runs `f` with the metadata of the viaduct task being polled on this
@@ -529,6 +545,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         let current = Current {
             info,
             waker: cx.waker().data(),
+            admission,
         };
         let prev = CURRENT_TASK.with(|c| c.replace(current));
         let _restore = CurrentGuard(prev);

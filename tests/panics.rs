@@ -211,20 +211,30 @@ fn a_detached_guarded_section_panic_reaches_the_pool_hook() {
 
 /// A `with` called from a task of the pool while the strand is free runs
 /// on the spot and returns a finished handle; dropped unread, its panic
-/// goes to the pool's hook all the same.
+/// goes to the pool's hook all the same, even when the pool is full (the
+/// calling task holds its only slot), and no task is counted for it.
 #[test]
 fn an_on_the_spot_guarded_section_panic_reaches_the_pool_hook() {
     quiet_test_panics();
     within("with on the spot", || {
-        let (pool, reported) = pool_with_hook("spot-hook", 1);
+        let (tx, reported) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let pool = ThreadPool::builder()
+            .threads(1)
+            .max_pending(1)
+            .on_unobserved_panic(move |p| tx.lock().unwrap().send(message(&p)).unwrap())
+            .build()
+            .unwrap();
         let guarded = Guarded::new(pool.clone(), 0u32);
-        let g = guarded.clone();
-        let on_the_spot = block_on(pool.spawn(async move {
+        let (g, p) = (guarded.clone(), pool.clone());
+        let (on_the_spot, spawned) = block_on(pool.spawn(async move {
+            let before = p.metrics().spawned;
             drop(g.with(|_| panic!("{TEST_PANIC}: on the spot")));
-            g.metrics().inline
+            (g.metrics().inline, p.metrics().spawned - before)
         }))
         .unwrap();
         assert_eq!(on_the_spot, 1, "the section ran without queueing");
+        assert_eq!(spawned, 0, "no task was counted for it");
         assert_eq!(block_on(guarded.with(|n| *n)).unwrap(), 0);
         drop(guarded);
         pool.shutdown().unwrap();

@@ -849,3 +849,71 @@ fn a_section_submitting_to_its_own_strand_on_a_full_bounded_pool_does_not_wedge(
         }
     });
 }
+
+/// A task holding a guard may call `with` (without awaiting it) even when
+/// a bounded pool is full and the slot it would wait for is held by a
+/// section queued behind that very guard.
+#[test]
+fn a_guard_holder_calling_with_on_a_full_bounded_pool_does_not_wedge() {
+    within("guard holder on a full pool", || {
+        let pool = ThreadPool::builder()
+            .threads(1)
+            .max_pending(2)
+            .build()
+            .unwrap();
+        let guarded = Guarded::new(pool.clone(), 0u32);
+        let (locked, is_locked) = mpsc::channel::<()>();
+        let (queued, is_queued) = mpsc::channel::<()>();
+        let g = guarded.clone();
+        let holder = pool.spawn(async move {
+            let mut guard = g.lock().await;
+            *guard += 1;
+            locked.send(()).unwrap();
+            // An earlier section is now queued behind the guard, holding
+            // the pool's other slot.
+            is_queued.recv().unwrap();
+            let mine = g.with(|v| {
+                *v += 100;
+                *v
+            });
+            drop(guard);
+            mine.await.unwrap()
+        });
+        is_locked.recv().unwrap();
+        let earlier = guarded.with(|v| {
+            *v += 10;
+            *v
+        });
+        queued.send(()).unwrap();
+        assert_eq!(block_on(holder).unwrap(), 111);
+        assert_eq!(block_on(earlier).unwrap(), 11);
+    });
+}
+
+/// Posts keep their strand alive: dropping every handle right after
+/// posting loses none of them.
+#[test]
+fn posts_run_after_every_handle_of_their_strand_is_dropped() {
+    within("posts outlive handles", || {
+        let pool = pool(1);
+        let (go, wait) = mpsc::channel::<()>();
+        // Keep the worker busy so the posts are still queued when the
+        // strand's last handle goes.
+        let busy = pool.run(move || wait.recv().unwrap());
+        let ran = Arc::new(AtomicUsize::new(0));
+        {
+            let strand = Strand::new(pool.clone());
+            for _ in 0..1000 {
+                let ran = ran.clone();
+                strand.post(move || {
+                    ran.fetch_add(1, SeqCst);
+                });
+            }
+        }
+        go.send(()).unwrap();
+        block_on(busy).unwrap();
+        pool.close();
+        pool.join_workers().unwrap();
+        assert_eq!(ran.load(SeqCst), 1000);
+    });
+}

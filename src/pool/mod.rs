@@ -341,11 +341,12 @@ impl Builder {
     /// Bounded mode: at most `n` tasks accepted and not yet finished. Past
     /// that, `try_spawn` returns [`RejectReason::Full`] with the future, and
     /// `spawn` waits for room (on a worker of this pool, by running tasks).
-    /// Strand sections and posts count as tasks. One exception: a strand
-    /// section that submits to its own strand (a `post`, a `spawn`, a
-    /// queued `Guarded::with`) is let past the bound instead of waiting,
-    /// since the room it would wait for may be held by that strand's
-    /// backlog, which cannot run before the section returns.
+    /// Work queued on a [`Strand`](crate::Strand) or a
+    /// [`Guarded`](crate::Guarded) over this pool (posts, sections, tasks)
+    /// counts toward the bound but never waits for room: it may be queued
+    /// behind a section or a guard that is waiting for its submitter, so
+    /// waiting could deadlock. `try_spawn` and `try_execute` on a strand
+    /// still say `Full`, for back-pressure.
     ///
     /// # Examples
     ///

@@ -37,7 +37,7 @@ use super::queue::{Header, Item, Node, NodeVTable, Pushed};
 use super::{Shared, StrandMetrics};
 use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Mutex, Ordering::*};
-use crate::task::{JoinHandle, Panic, TaskError};
+use crate::task::{current_task_sink, JoinHandle, Panic, TaskError};
 
 /// Data owned by a strand: an async mutex whose critical sections can run
 /// on the strand or in the caller's task, in one FIFO order.
@@ -188,7 +188,10 @@ impl<T: Send + 'static> Guarded<T> {
                     Err(p) => JoinHandle::failed_reporting(
                         TaskError::Panicked(Panic::new(p)),
                         exec,
-                        core.inner.try_admit().ok().and_then(|a| a.sink()),
+                        // The caller is a task of the strand's executor
+                        // (that is how it ran the section on the spot):
+                        // its sink is that executor's.
+                        current_task_sink(),
                     ),
                 };
             }

@@ -57,9 +57,10 @@
 //!    *kills* the strand: queued tasks are dropped (their handles say
 //!    `Cancelled`), lock waiters are told, and later submissions are
 //!    dropped too; the strand reports itself closed.
-//! 3. When the last reference to a strand goes (handles, and the tasks
-//!    whose home it is), whatever is still queued is dropped, and the
-//!    parked runner is scheduled once more by async-task, to be dropped.
+//! 3. Handles, the tasks whose home the strand is and posted closures not
+//!    yet run all hold the strand, so it lives while anything queued on it
+//!    may still run. When the last reference goes, the parked runner is
+//!    scheduled once more by async-task, to be dropped.
 //!
 //! # Examples
 //!
@@ -245,10 +246,14 @@ impl Strand {
     /// (asio's `post`). Fire-and-forget, and cheaper than spawning: `f` is
     /// queued as it is, in one allocation, with no task around it. Like a
     /// task, it is admitted by the executor: a pool counts it as live work
-    /// until it has run (so closing and joining the pool waits for it), and
-    /// a full bounded pool makes `post` wait for room. On a closed strand
-    /// `f` is dropped; [`try_execute`](crate::ExecutorExt::try_execute)
-    /// hands it back instead. A panic of `f` is caught and goes where a
+    /// until it has run (so closing and joining the pool waits for it; a
+    /// bounded pool counts it but never makes `post` wait, see
+    /// [`max_pending`](crate::pool::Builder::max_pending)), and it keeps
+    /// the strand alive until it has run, as a task of the strand does, so
+    /// dropping every handle of the strand loses nothing. On a closed
+    /// strand `f` is dropped;
+    /// [`try_execute`](crate::ExecutorExt::try_execute) hands it back
+    /// instead. A panic of `f` is caught and goes where a
     /// detached task's panic goes (a pool's
     /// [`on_unobserved_panic`](crate::pool::Builder::on_unobserved_panic)
     /// hook); the strand goes on.
@@ -275,7 +280,17 @@ impl Strand {
     {
         let core = &self.shared.core;
         if let Ok(admission) = core.admit() {
-            core.submit(queue::call(f, admission));
+            // The strand lives while something queued on it may still run
+            // (a task's home is the strand too). Dropped at the end of the
+            // call, inside the runner's poll, which holds the strand itself.
+            let strand = self.shared.clone();
+            core.submit(queue::call(
+                move || {
+                    let _strand = strand;
+                    f();
+                },
+                admission,
+            ));
         }
     }
 
@@ -620,14 +635,12 @@ impl Core {
         if self.refused() {
             return Err(RejectReason::Closed);
         }
-        if Frame::inside(self) {
-            // A section submitting to its own strand: on a full bounded
-            // pool, the room it would wait for may be held by this strand's
-            // own backlog, which runs only after this section returns.
-            past_limit(|| self.inner.admit())
-        } else {
-            self.inner.admit()
-        }
+        // Counted, but never made to wait for room: what is queued on a
+        // strand may wait behind a section or a guard that is itself
+        // waiting for the submitter (a section posting to its own strand,
+        // a task calling `with` while it holds a guard), and the room the
+        // submitter would wait for may be held by that very backlog.
+        past_limit(|| self.inner.admit())
     }
 
     /// Takes the strand over if it is free, or becomes free within a short
