@@ -57,10 +57,12 @@
 //!    *kills* the strand: queued tasks are dropped (their handles say
 //!    `Cancelled`), lock waiters are told, and later submissions are
 //!    dropped too; the strand reports itself closed.
-//! 3. Handles, the tasks whose home the strand is and posted closures not
-//!    yet run all hold the strand, so it lives while anything queued on it
-//!    may still run. When the last reference goes, the parked runner is
-//!    scheduled once more by async-task, to be dropped.
+//! 3. Handles, the tasks whose home the strand is, and the runner from its
+//!    start until it gives the strand up all hold the strand, so it lives
+//!    while anything queued on it may still run (a posted closure holds
+//!    nothing: the runner holds the strand for it). When the last
+//!    reference goes, the parked runner is scheduled once more by
+//!    async-task, to be dropped.
 //!
 //! # Examples
 //!
@@ -96,6 +98,7 @@ mod guarded;
 mod keyed;
 mod queue;
 
+use std::any::Any;
 use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
@@ -280,17 +283,7 @@ impl Strand {
     {
         let core = &self.shared.core;
         if let Ok(admission) = core.admit() {
-            // The strand lives while something queued on it may still run
-            // (a task's home is the strand too). Dropped at the end of the
-            // call, inside the runner's poll, which holds the strand itself.
-            let strand = self.shared.clone();
-            core.submit(queue::call(
-                move || {
-                    let _strand = strand;
-                    f();
-                },
-                admission,
-            ));
+            core.submit(queue::call(f, admission));
         }
     }
 
@@ -422,6 +415,8 @@ impl<D: Send + Sync + 'static> Shared<D> {
                     batch: OwnerCell::new(List::default()),
                     runner: runnable.waker(),
                     fresh: OwnerCell::new(Some(runnable)),
+                    me: me.clone(),
+                    held: OwnerCell::new(None),
                     inner,
                     closed: AtomicBool::new(false),
                     queued: AtomicU64::new(0),
@@ -475,6 +470,12 @@ pub(crate) struct Core {
     runner: Waker,
     /// Owner only: the runner's first runnable, until the first start.
     fresh: OwnerCell<Option<Runnable>>,
+    /// The strand itself, weakly, for `held`.
+    me: Weak<dyn Any + Send + Sync>,
+    /// Owner only: the strand, held strongly while the runner owns it (from
+    /// `start_runner` until it gives the strand up), so that what is queued
+    /// keeps the strand alive without a reference per item.
+    held: OwnerCell<Option<Arc<dyn Any + Send + Sync>>>,
     inner: Exec,
     closed: AtomicBool,
     /// Written by the owner only (a load and a store), read by anyone.
@@ -500,6 +501,16 @@ impl Core {
     ///
     /// The caller owns the strand, and gives ownership up by this call.
     unsafe fn start_runner(&self) {
+        // SAFETY: the caller owns the strand. The upgrade succeeds: the
+        // caller reached the strand through a strong reference (a handle,
+        // a task of the strand, a guard), so it is alive.
+        unsafe {
+            self.held.with_mut(|held| {
+                if held.is_none() {
+                    *held = self.me.upgrade();
+                }
+            })
+        };
         // SAFETY: the caller owns the strand.
         match unsafe { self.fresh.with_mut(Option::take) } {
             Some(runnable) => runnable.schedule(),
@@ -520,24 +531,48 @@ impl Core {
             // SAFETY: the caller owns the strand.
             let item = match unsafe { self.batch.with_mut(List::pop_front) } {
                 Some(item) => item,
-                None => match self.queue.take() {
-                    Taken::Released => return None,
-                    Taken::Batch(list, n) => {
-                        bump(&self.batches, 1);
-                        bump(&self.queued, n as u64);
-                        trace_event!(batch = n, "strand batch");
-                        // SAFETY: the caller owns the strand (the take
-                        // returned a batch, so it still does).
-                        unsafe { self.batch.with_mut(|b| *b = list) };
-                        continue;
+                None => {
+                    // Taken out while still the owner: a release gives up
+                    // the cell. Dropping it cannot free the strand under
+                    // our feet: every caller holds a strong reference of
+                    // its own (the runner's poll and drop upgrade theirs;
+                    // a guard or an on-the-spot section has its handle).
+                    // SAFETY: the caller owns the strand.
+                    let held = unsafe { self.held.with_mut(Option::take) };
+                    match self.queue.take() {
+                        Taken::Released => {
+                            drop(held);
+                            return None;
+                        }
+                        Taken::Batch(list, n) => {
+                            // SAFETY: still the owner (the take returned a
+                            // batch).
+                            unsafe { self.held.with_mut(|h| *h = held) };
+                            bump(&self.batches, 1);
+                            bump(&self.queued, n as u64);
+                            trace_event!(batch = n, "strand batch");
+                            // SAFETY: the caller owns the strand (the take
+                            // returned a batch, so it still does).
+                            unsafe { self.batch.with_mut(|b| *b = list) };
+                            continue;
+                        }
                     }
-                },
+                }
             };
             match item {
                 Item::Node(node) if node.grants() => {
+                    // A granted request owns the strand (it is parked); its
+                    // lock future or guard borrows the `Guarded`, which
+                    // keeps the strand alive meanwhile.
+                    // SAFETY: the caller owns the strand until the grant.
+                    let held = unsafe { self.held.with_mut(Option::take) };
                     if node.run() {
+                        drop(held);
                         return None;
                     }
+                    // SAFETY: not granted (the request was given up), so
+                    // the caller still owns the strand.
+                    unsafe { self.held.with_mut(|h| *h = held) };
                 }
                 item => return Some(item),
             }
@@ -604,6 +639,11 @@ impl Core {
         let queued = self.queue.kill();
         // SAFETY: the caller owns the strand.
         let batch = unsafe { self.batch.with_mut(std::mem::take) };
+        // The runner's drop holds the strand itself, so this is not the
+        // last reference.
+        // SAFETY: the caller owns the strand.
+        let held = unsafe { self.held.with_mut(Option::take) };
+        drop(held);
         // Dropping a runnable cancels its task; dropping a lock request
         // tells its future that the strand is dead.
         drop(batch);
