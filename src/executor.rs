@@ -285,10 +285,12 @@ thread_local! {
 }
 
 /// Runs `f` with the admissions it asks for on this thread let past a
-/// bounded executor's limit instead of waiting for room. For work that the
-/// caller's own completion holds up: a strand section submitting to its own
-/// strand, where the room it would wait for is held by the strand's backlog
-/// queued behind that very section, so the wait could never end.
+/// bounded executor's limit instead of waiting for room. For work queued on
+/// a strand: it may wait behind a section or a guard that is waiting for
+/// its submitter, and the room the submitter would wait for may be held by
+/// that very backlog, so the wait could never end. A flag rather than an
+/// `Executor` method, so that it reaches the pool through every decorator
+/// in between.
 pub(crate) fn past_limit<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(bool);
     impl Drop for Restore {

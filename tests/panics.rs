@@ -35,11 +35,15 @@ fn message(payload: &PanicPayload) -> String {
 
 /// A pool whose unobserved panics land in the returned receiver.
 fn pool_with_hook(name: &str, threads: usize) -> (ThreadPool, mpsc::Receiver<String>) {
+    hooked(ThreadPool::builder().threads(threads).name(name))
+}
+
+/// The pool `builder` makes, with a hook that sends each unobserved
+/// panic's message to the receiver.
+fn hooked(builder: viaduct::pool::Builder) -> (ThreadPool, mpsc::Receiver<String>) {
     let (tx, rx) = mpsc::channel();
     let tx = Mutex::new(tx);
-    let pool = ThreadPool::builder()
-        .threads(threads)
-        .name(name)
+    let pool = builder
         .on_unobserved_panic(move |p| tx.lock().unwrap().send(message(&p)).unwrap())
         .build()
         .unwrap();
@@ -217,14 +221,7 @@ fn a_detached_guarded_section_panic_reaches_the_pool_hook() {
 fn an_on_the_spot_guarded_section_panic_reaches_the_pool_hook() {
     quiet_test_panics();
     within("with on the spot", || {
-        let (tx, reported) = mpsc::channel();
-        let tx = Mutex::new(tx);
-        let pool = ThreadPool::builder()
-            .threads(1)
-            .max_pending(1)
-            .on_unobserved_panic(move |p| tx.lock().unwrap().send(message(&p)).unwrap())
-            .build()
-            .unwrap();
+        let (pool, reported) = hooked(ThreadPool::builder().threads(1).max_pending(1));
         let guarded = Guarded::new(pool.clone(), 0u32);
         let (g, p) = (guarded.clone(), pool.clone());
         let (on_the_spot, spawned) = block_on(pool.spawn(async move {

@@ -501,14 +501,14 @@ impl Core {
     ///
     /// The caller owns the strand, and gives ownership up by this call.
     unsafe fn start_runner(&self) {
-        // SAFETY: the caller owns the strand. The upgrade succeeds: the
-        // caller reached the strand through a strong reference (a handle,
-        // a task of the strand, a guard), so it is alive.
+        // SAFETY: the caller owns the strand, and is not the runner (which
+        // keeps the strand by waking itself), so nothing is held yet. The
+        // upgrade succeeds: the caller reached the strand through a strong
+        // reference (a handle, a task of the strand, a guard).
         unsafe {
             self.held.with_mut(|held| {
-                if held.is_none() {
-                    *held = self.me.upgrade();
-                }
+                debug_assert!(held.is_none(), "only the runner holds the strand");
+                *held = self.me.upgrade();
             })
         };
         // SAFETY: the caller owns the strand.
@@ -680,7 +680,10 @@ impl Core {
         // waiting for the submitter (a section posting to its own strand,
         // a task calling `with` while it holds a guard), and the room the
         // submitter would wait for may be held by that very backlog.
-        past_limit(|| self.inner.admit())
+        match self.inner.try_admit() {
+            Err(RejectReason::Full) => past_limit(|| self.inner.admit()),
+            admitted => admitted,
+        }
     }
 
     /// Takes the strand over if it is free, or becomes free within a short
