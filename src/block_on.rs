@@ -1,20 +1,37 @@
 //! [`block_on`]: run a future to completion on the calling thread.
 
 use std::future::Future;
-use std::pin::pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::thread;
 
 use crate::pool::with_worker;
+use crate::signal::poll_to_end;
 
 /// Runs `fut` to completion on the calling thread and returns its output.
 ///
 /// On a worker of a [`ThreadPool`](crate::ThreadPool) it runs that pool's
 /// tasks while `fut` waits (boost's `reschedule_until`), so a task may
 /// spawn children and block on them even on a one-thread pool without
-/// deadlocking. Elsewhere the thread parks until `fut` is woken. Either
-/// way it sleeps rather than spins when there is nothing to do.
+/// deadlocking. Inside a task run by [`Inline`](crate::Inline) it runs the
+/// `Inline` work queued on this thread, which could not run otherwise.
+/// Elsewhere the thread parks until `fut` is woken. Either way it sleeps
+/// rather than spins when there is nothing to do, and a wake-up is never
+/// lost, even if `fut`'s own poll parks the thread.
+///
+/// # Panics
+///
+/// - If `fut` panics.
+/// - On a pool worker, when the worker's stack is three quarters used:
+///   every `block_on` there runs other tasks on the same stack, so nesting
+///   them (a task blocking on a task blocking on a task...) grows it. The
+///   panic, instead of a stack overflow that would abort the process,
+///   reaches the task that called `block_on` as
+///   [`TaskError::Panicked`](crate::TaskError::Panicked). Await instead of
+///   blocking, or give the pool a larger
+///   [`stack_size`](crate::pool::Builder::stack_size).
+/// - Inside a section of a strand, on a future that waits for that same
+///   strand (a task or section queued on it, its lock): the strand runs
+///   one section at a time, so that wait could never end. Await the
+///   handle in a task instead, or submit the work without waiting for it.
 ///
 /// # Examples
 ///
@@ -31,6 +48,7 @@ use crate::pool::with_worker;
 /// assert_eq!(block_on(parent).unwrap(), 42);
 /// ```
 pub fn block_on<F: Future>(fut: F) -> F::Output {
+    let _blocking = crate::section::Blocking::enter();
     match with_worker(|w| w.map(|w| w as *const crate::pool::WorkerCtx)) {
         // SAFETY: the worker context outlives everything its thread runs,
         // this call included (it is reset only when the worker exits).
@@ -39,27 +57,21 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
     }
 }
 
-struct Unparker(Thread);
-
-impl Wake for Unparker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
+/// `block_on` off any pool: park, but first run the `Inline` work this
+/// thread has queued.
 fn park_on<F: Future>(fut: F) -> F::Output {
-    let mut fut = pin!(fut);
-    let waker = Waker::from(Arc::new(Unparker(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        // A wake before this park leaves the token set, so it is not lost;
-        // a spurious return only costs one more poll.
-        thread::park();
-    }
+    let me = thread::current();
+    poll_to_end(
+        fut,
+        move || me.unpark(),
+        |woken| {
+            while !woken() {
+                if !crate::inline::run_one_queued() {
+                    // A wake-up before this park leaves the token set; one
+                    // whose token a nested park took has raised the flag.
+                    thread::park();
+                }
+            }
+        },
+    )
 }

@@ -44,6 +44,26 @@ impl Drop for Exit {
     }
 }
 
+/// Runs one runnable queued on this thread's trampoline, if an outer
+/// `Inline::schedule` is running it. For a `block_on` inside an `Inline`
+/// task: what it waits for may be queued right here, behind the task that
+/// blocks.
+pub(crate) fn run_one_queued() -> bool {
+    let next = TRAMPOLINE.with(|t| t.borrow_mut().as_mut().and_then(VecDeque::pop_front));
+    match next {
+        Some(runnable) => {
+            runnable.run();
+            true
+        }
+        None => false,
+    }
+}
+
+/// `true` if this thread's trampoline has runnables queued.
+pub(crate) fn has_queued() -> bool {
+    TRAMPOLINE.with(|t| t.borrow().as_ref().is_some_and(|q| !q.is_empty()))
+}
+
 impl Executor for Inline {
     fn schedule(&self, runnable: Runnable) {
         let nested = TRAMPOLINE.with(|t| match &mut *t.borrow_mut() {
@@ -59,11 +79,7 @@ impl Executor for Inline {
         let Some(first) = nested else { return };
         let _exit = Exit;
         first.run();
-        while let Some(next) =
-            TRAMPOLINE.with(|t| t.borrow_mut().as_mut().and_then(VecDeque::pop_front))
-        {
-            next.run();
-        }
+        while run_one_queued() {}
     }
 
     fn to_exec(&self) -> Exec {

@@ -187,6 +187,8 @@ pub mod metrics;
 mod miri_smoke;
 pub mod pool;
 pub mod priority;
+mod section;
+mod signal;
 pub mod strand;
 mod task;
 mod thread_per_task;

@@ -2,15 +2,14 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Wake, Waker};
 
 use event_listener::{Event, Listener};
 
 use crate::executor::{impl_spawn, Exec, Executor};
 use crate::metrics::ManualMetrics;
+use crate::signal::poll_to_end;
 use crate::task::Runnable;
 
 /// A queue of runnables and no threads: the owner decides when they run.
@@ -175,28 +174,22 @@ impl ManualExecutor {
     /// assert_eq!(sum, 3);
     /// ```
     pub fn run_until<F: Future>(&self, fut: F) -> F::Output {
-        let mut fut = pin!(fut);
-        let woken = Arc::new(Flag {
-            set: AtomicBool::new(true),
-            shared: self.shared.clone(),
-        });
-        let waker = Waker::from(woken.clone());
-        let mut cx = Context::from_waker(&waker);
-        loop {
-            if woken.set.swap(false, Ordering::AcqRel) {
-                if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-                    return v;
+        let shared = self.shared.clone();
+        poll_to_end(
+            fut,
+            move || {
+                shared.activity.notify(usize::MAX);
+            },
+            |woken| {
+                if self.run_at_most_one() {
+                    return;
                 }
-            }
-            if self.run_at_most_one() {
-                continue;
-            }
-            let listener = self.shared.activity.listen();
-            if woken.set.load(Ordering::Acquire) || !self.is_empty() {
-                continue;
-            }
-            listener.wait();
-        }
+                let listener = self.shared.activity.listen();
+                if !woken() && self.is_empty() {
+                    listener.wait();
+                }
+            },
+        )
     }
 
     /// Donates the calling thread: runs runnables as they arrive until the
@@ -321,21 +314,6 @@ impl ManualExecutor {
             ran: self.shared.ran.load(Ordering::Relaxed),
             queued: queue.len(),
         }
-    }
-}
-
-struct Flag {
-    set: AtomicBool,
-    shared: Arc<Shared>,
-}
-
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref()
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.set.store(true, Ordering::Release);
-        self.shared.activity.notify(usize::MAX);
     }
 }
 

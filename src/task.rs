@@ -21,7 +21,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
@@ -240,6 +240,17 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(Option<&TaskInfo>) -> R) -> R 
     // of that poll and reset (by `CurrentGuard`) before it returns; while the
     // task is being polled its allocation, metadata included, is alive.
     f(unsafe { ptr.as_ref() })
+}
+
+/// The viaduct task being polled on this thread, by address (null if
+/// none): its identity for [`section`](crate::section).
+pub(crate) fn current_task_id() -> *const () {
+    CURRENT_TASK.with(Cell::get).info as *const ()
+}
+
+/// A task's identity for [`section`](crate::section).
+pub(crate) fn task_id(info: &TaskInfo) -> *const () {
+    info as *const TaskInfo as *const ()
 }
 
 /// Like [`with_current_task`], but only if `waker` is the task's own: a
@@ -868,9 +879,19 @@ impl<T> Future for JoinHandle<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.state {
-            State::Running { task, .. } => {
+            State::Running { task, info } => {
                 match Pin::new(task.as_mut().expect("task is held until drop")).poll(cx) {
-                    Poll::Pending => Poll::Pending,
+                    Poll::Pending => {
+                        // SAFETY: `info` is alive as long as `task`, which we hold.
+                        let info = unsafe { info.as_ref() };
+                        let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());
+                        crate::section::check_not_blocking_on(
+                            strand,
+                            current_task_id(),
+                            "a task or section",
+                        );
+                        Poll::Pending
+                    }
                     Poll::Ready(Some(Ok(v))) => Poll::Ready(Ok(v)),
                     Poll::Ready(Some(Err(failure))) => Poll::Ready(Err(failure.take())),
                     Poll::Ready(None) => Poll::Ready(Err(TaskError::Cancelled)),

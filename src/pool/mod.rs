@@ -509,13 +509,14 @@ impl Builder {
             on_panic: self.on_panic,
         });
         let pool = ThreadPool { shared };
+        // Set explicitly, so that `block_on` knows how much stack it has.
+        let stack_size = self.stack_size.unwrap_or_else(default_stack_size);
         for (index, queues) in workers.into_iter().enumerate() {
-            let mut b = thread::Builder::new().name(format!("{}-{index}", pool.shared.name));
-            if let Some(size) = self.stack_size {
-                b = b.stack_size(size);
-            }
+            let b = thread::Builder::new()
+                .name(format!("{}-{index}", pool.shared.name))
+                .stack_size(stack_size);
             let shared = pool.shared.clone();
-            match b.spawn(move || worker::run(shared, index, queues)) {
+            match b.spawn(move || worker::run(shared, index, queues, stack_size)) {
                 Ok(t) => crate::loom::lock_std(&pool.shared.threads).push(t),
                 Err(e) => {
                     // Workers not started never decrement the count: do it
@@ -974,6 +975,14 @@ impl Shared {
         // miri's Stacked Borrows rejects it), so go through the weak self.
         self.me.upgrade().expect("a pool is alive while borrowed")
     }
+}
+
+/// The stack size std gives a new thread: `RUST_MIN_STACK`, else 2 MiB.
+fn default_stack_size() -> usize {
+    std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2 << 20)
 }
 
 fn drop_or_run(job: Job) {

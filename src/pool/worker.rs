@@ -3,10 +3,8 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{fence, AtomicBool, Ordering::*};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
 use crossbeam_deque::{Steal, Worker};
@@ -15,6 +13,7 @@ use event_listener::Listener;
 use super::idle::Woken;
 use super::job::{Job, JobRef, Latch, StackJob};
 use super::{drop_or_run, Shared, WorkerStats};
+use crate::signal::poll_to_end;
 use crate::task::Runnable;
 use crate::trace::trace_event;
 
@@ -56,6 +55,10 @@ pub(crate) struct WorkerCtx {
     lifo_streak: Cell<u32>,
     tick: Cell<u32>,
     rng: Cell<u32>,
+    /// Where this worker's stack starts, roughly, and its size: for
+    /// `check_stack`.
+    stack_top: usize,
+    stack_size: usize,
 }
 
 thread_local! {
@@ -80,8 +83,11 @@ enum Found {
 }
 
 /// A worker thread's body.
-pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues) {
+pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size: usize) {
+    let top = std::hint::black_box(0u8);
     let ctx = WorkerCtx {
+        stack_top: &top as *const u8 as usize,
+        stack_size,
         rng: Cell::new(0x9E37_79B9 ^ (index as u32).wrapping_mul(0x85EB_CA6B) | 1),
         shared,
         index,
@@ -286,41 +292,37 @@ impl WorkerCtx {
         }
     }
 
-    /// `block_on` on a worker: runs this pool's jobs while `fut` waits.
+    /// `block_on` on a worker: runs this pool's jobs (and `Inline` work
+    /// queued on this thread) while `fut` waits.
     pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
-        let mut fut = pin!(fut);
-        let signal = Arc::new(Signal {
-            woken: AtomicBool::new(true),
-            shared: self.shared.clone(),
-            index: self.index,
-        });
-        let waker = Waker::from(signal.clone());
-        let mut cx = Context::from_waker(&waker);
-        loop {
-            if signal.woken.swap(false, AcqRel) {
-                if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-                    return v;
+        self.check_stack();
+        let (shared, index) = (self.shared.clone(), self.index);
+        poll_to_end(
+            fut,
+            move || shared.idle.unpark(index),
+            |woken| {
+                if !crate::inline::run_one_queued() {
+                    self.wait_until(&|| woken() || crate::inline::has_queued());
                 }
-            }
-            self.wait_until(&|| signal.woken.load(Acquire));
+            },
+        )
+    }
+
+    /// Panics, rather than overflow the stack, when a `block_on` (which
+    /// runs other tasks on this stack) starts with three quarters of the
+    /// worker's stack in use.
+    fn check_stack(&self) {
+        let here = std::hint::black_box(0u8);
+        let used = self.stack_top.abs_diff(&here as *const u8 as usize);
+        if used > self.stack_size / 4 * 3 {
+            panic!(
+                "viaduct::block_on nested too deep on {}: each block_on on a pool worker runs \
+                 other tasks on the same stack, and {used} of its {} bytes are in use. Await \
+                 instead of blocking inside tasks, or give the pool a larger stack_size",
+                thread::current().name().unwrap_or("a pool worker"),
+                self.stack_size
+            );
         }
-    }
-}
-
-/// Wakes a worker blocked in `block_on`.
-struct Signal {
-    woken: AtomicBool,
-    shared: Arc<Shared>,
-    index: usize,
-}
-
-impl Wake for Signal {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref()
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Release);
-        self.shared.idle.unpark(self.index);
     }
 }
 

@@ -37,7 +37,8 @@ use super::queue::{Header, Item, Node, NodeVTable, Pushed};
 use super::{Shared, StrandMetrics};
 use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Mutex, Ordering::*};
-use crate::task::{current_task_sink, JoinHandle, Panic, TaskError};
+use crate::section::{self, Frame};
+use crate::task::{current_task_id, current_task_sink, JoinHandle, Panic, TaskError};
 
 /// Data owned by a strand: an async mutex whose critical sections can run
 /// on the strand or in the caller's task, in one FIFO order.
@@ -177,7 +178,11 @@ impl<T: Send + 'static> Guarded<T> {
                 // the strand, so nothing else touches the value, and it
                 // stays the owner until `hand_on`.
                 let value = unsafe { &mut *self.shared.data.0.get() };
+                let me = current_task_id();
+                let frame = Frame::new(core.id(), me, me);
+                let entered = frame.enter();
                 let result = catch_unwind(AssertUnwindSafe(|| f(value)));
+                drop(entered);
                 // SAFETY: this thread owns the strand and gives it up.
                 unsafe { core.hand_on() };
                 let exec = Exec(self.shared.clone());
@@ -342,7 +347,11 @@ impl<'a, T: Send + 'static> Future for Lock<'a, T> {
             LockState::Held => true,
             LockState::Waiting(waiter) => match waiter.poll_granted(cx) {
                 Poll::Ready(granted) => granted,
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    let strand = this.guarded.shared.core.id();
+                    section::check_not_blocking_on(strand, current_task_id(), "the lock");
+                    return Poll::Pending;
+                }
             },
             LockState::Dead => false,
             LockState::Done => panic!("Lock polled after it returned its guard"),

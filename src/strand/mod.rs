@@ -99,7 +99,6 @@ mod keyed;
 mod queue;
 
 use std::any::Any;
-use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -108,9 +107,10 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
 use crate::executor::{impl_spawn, past_limit, Admission, Exec, Executor};
+use crate::section::{self, Frame};
 use crate::task::{
-    create_admitted, spawn_admitted, with_current_task, JoinHandle, RejectReason, Runnable,
-    TaskError, TaskInfo,
+    create_admitted, current_task_id, spawn_admitted, task_id, with_current_task, JoinHandle,
+    RejectReason, Runnable, TaskError,
 };
 use crate::trace::trace_event;
 pub use guarded::{Guard, Guarded, Lock};
@@ -338,7 +338,7 @@ impl Strand {
     /// assert!(block_on(strand.run(move || s.running_in_this_thread())).unwrap());
     /// ```
     pub fn running_in_this_thread(&self) -> bool {
-        Frame::inside(&self.shared.core)
+        section::inside(self.shared.core.id(), current_task_id())
     }
 
     /// The strand's counters so far.
@@ -600,24 +600,19 @@ impl Core {
 
     /// The runner's poll: run up to [`BUDGET`] items.
     fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
-        let frame = Frame {
-            core: self,
-            task: Cell::new(std::ptr::null()),
-            outer: with_current_task(|t| t.map_or(std::ptr::null(), |t| t as *const TaskInfo)),
-            parent: Cell::new(std::ptr::null()),
-        };
+        let frame = Frame::new(self.id(), std::ptr::null(), current_task_id());
         let _entered = frame.enter();
         for _ in 0..BUDGET {
             // SAFETY: the runner is polled only after an owner handed the
             // strand over to it (ground rule 4).
             match unsafe { self.next() } {
                 Some(Item::Task(runnable)) => {
-                    frame.task.set(runnable.metadata());
+                    frame.set_task(task_id(runnable.metadata()));
                     runnable.run();
                 }
                 Some(Item::Node(call)) => {
                     // A posted closure runs in the runner's own task.
-                    frame.task.set(frame.outer);
+                    frame.set_task(frame.outer());
                     let granted = call.run();
                     debug_assert!(!granted, "lock requests are granted in `next`");
                 }
@@ -712,6 +707,12 @@ impl Core {
         }
     }
 
+    /// The strand's identity for [`section`]: the address of its shared
+    /// state, which a task's executor handle of the strand points at.
+    pub(crate) fn id(&self) -> *const () {
+        self.me.as_ptr() as *const ()
+    }
+
     /// `true` if the caller is a task of the strand's executor, running on
     /// it: a section may run right here without leaving that executor.
     pub(crate) fn on_inner_executor(&self) -> bool {
@@ -762,68 +763,6 @@ impl<D> Drop for Runner<D> {
             // SAFETY: as just said.
             unsafe { shared.core.kill() };
         }
-    }
-}
-
-/// A runner's mark on its thread while it runs a batch: which strand, and
-/// which task it is polling, so that [`Strand::running_in_this_thread`]
-/// can tell a section of the strand from another task that a section's
-/// `block_on` runs meanwhile. Frames of nested strands form a stack.
-struct Frame {
-    core: *const Core,
-    /// The task the runner is running now.
-    task: Cell<*const TaskInfo>,
-    /// The task that was being polled when the frame was entered: the
-    /// runner's own.
-    outer: *const TaskInfo,
-    parent: Cell<*const Frame>,
-}
-
-#[cfg(not(loom))]
-std::thread_local! {
-    static FRAME: Cell<*const Frame> = const { Cell::new(std::ptr::null()) };
-}
-
-#[cfg(loom)]
-loom::thread_local! {
-    static FRAME: Cell<*const Frame> = Cell::new(std::ptr::null());
-}
-
-/// Pops its frame, even if a section unwinds.
-struct Entered<'a>(&'a Frame);
-
-impl Frame {
-    fn enter(&self) -> Entered<'_> {
-        self.parent.set(FRAME.with(|f| f.replace(self)));
-        Entered(self)
-    }
-
-    /// `true` if the task being polled on this thread is running inside the
-    /// strand `core`: follow the frames down while each frame's task is the
-    /// one polled above it.
-    fn inside(core: &Core) -> bool {
-        let mut task = with_current_task(|t| t.map_or(std::ptr::null(), |t| t as *const TaskInfo));
-        let mut frame = FRAME.with(Cell::get);
-        // SAFETY: frames live on the stacks of runner polls further up this
-        // thread's stack, and each is unlinked (by `Entered`) before its
-        // poll returns; so every frame reachable from `FRAME` is alive.
-        while let Some(f) = unsafe { frame.as_ref() } {
-            if task.is_null() || f.task.get() != task {
-                return false;
-            }
-            if std::ptr::eq(f.core, core) {
-                return true;
-            }
-            task = f.outer;
-            frame = f.parent.get();
-        }
-        false
-    }
-}
-
-impl Drop for Entered<'_> {
-    fn drop(&mut self) {
-        FRAME.with(|f| f.set(self.0.parent.get()));
     }
 }
 
