@@ -20,10 +20,11 @@
 //! 2. A pump dropped while active (its executor threw it away) drops one
 //!    runnable from the heap, the best one, cancelling its task, which
 //!    keeps rule 1; an executor that throws work away runs none of it.
-//! 3. Pumps hold the decorator weakly, the decorator holds the parked
-//!    pumps' wakers: when the decorator goes, its heap is dropped (those
-//!    tasks are cancelled) and each parked pump is scheduled once more, to
-//!    be dropped.
+//! 3. Pumps hold the decorator weakly, the decorator holds every pump's
+//!    task: when the decorator goes, its heap is dropped (those tasks are
+//!    cancelled) and each pump is cancelled, so its future is dropped (by
+//!    its executor, or right after its poll if the decorator went during
+//!    it).
 //!
 //! # Examples
 //!
@@ -59,7 +60,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
 use crate::executor::{impl_spawn, Admission, Exec, Executor};
-use crate::task::{create_admitted, spawn_admitted, JoinHandle, RejectReason, Runnable, TaskError};
+use crate::task::{
+    create_daemon, spawn_admitted, Daemon, JoinHandle, RejectReason, Runnable, TaskError,
+};
 
 /// Decorates an executor with priorities: when the inner executor next runs
 /// one of this decorator's tasks, it is the highest-priority one pending,
@@ -146,6 +149,8 @@ struct State {
     arrivals: u64,
     /// Wakers of parked pumps.
     parked: Vec<Waker>,
+    /// Every pump, cancelled when the decorator goes (ground rule 3).
+    pumps: Vec<Daemon>,
 }
 
 struct Entry {
@@ -196,6 +201,7 @@ impl PriorityExecutor {
                 heap: BinaryHeap::new(),
                 arrivals: 0,
                 parked: Vec::new(),
+                pumps: Vec::new(),
             }),
             closed: AtomicBool::new(false),
             me: me.clone(),
@@ -380,9 +386,8 @@ impl Shared {
                 // Pumps are the decorator's machinery, not tasks of the
                 // inner executor's users: they take no admission, so a
                 // parked pump does not keep a closed pool alive.
-                let (runnable, handle) =
-                    create_admitted(self.inner.clone(), pump, Admission::default());
-                drop(handle);
+                let (runnable, daemon) = create_daemon(self.inner.clone(), pump);
+                self.state().pumps.push(daemon);
                 runnable.schedule();
             }
         }

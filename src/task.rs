@@ -648,6 +648,35 @@ where
     create_fallible(exec, futures::FutureExt::map(fut, Ok), admission)
 }
 
+/// Machinery that lives as long as its owner (a strand's runner, a
+/// priority decorator's pumps): a task whose future holds its owner weakly
+/// and that the owner cancels when it goes. Its first schedule is left to
+/// the caller.
+pub(crate) fn create_daemon<F>(exec: Exec, fut: F) -> (Runnable, Daemon)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (runnable, handle) = create_admitted(exec, fut, Admission::default());
+    (runnable, Daemon(handle))
+}
+
+/// The handle of a [`create_daemon`] task: dropping it cancels the task.
+///
+/// Detaching would leak: when the owner's last reference goes inside the
+/// daemon's own poll (the poll upgraded its weak reference), the owner's
+/// wakers of the daemon go while it runs, and async-task then frees the
+/// task without dropping its future, whose weak reference keeps the
+/// owner's allocation alive (smol-rs/async-executor#140). Cancelling marks
+/// the task closed, so its future is dropped right after that poll, or by
+/// its executor if it is not running.
+pub(crate) struct Daemon(JoinHandle<()>);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Creates the task [`spawn_fallible`] spawns.
 fn create_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> (Runnable, JoinHandle<T>)
 where

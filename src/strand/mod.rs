@@ -109,7 +109,7 @@ use std::task::{Context, Poll, Waker};
 use crate::executor::{impl_spawn, past_limit, Admission, Exec, Executor};
 use crate::section::{self, Frame};
 use crate::task::{
-    create_admitted, current_task_id, spawn_admitted, task_id, with_current_task, JoinHandle,
+    create_daemon, current_task_id, spawn_admitted, task_id, with_current_task, Daemon, JoinHandle,
     RejectReason, Runnable, TaskError,
 };
 use crate::trace::trace_event;
@@ -407,13 +407,13 @@ impl<D: Send + Sync + 'static> Shared<D> {
             // The runner is made now, started by the first submission. It
             // holds the strand weakly: the strand holds its waker.
             let runner = Runner { shared: me.clone() };
-            let (runnable, handle) = create_admitted(inner.clone(), runner, Admission::default());
-            drop(handle);
+            let (runnable, daemon) = create_daemon(inner.clone(), runner);
             Shared {
                 core: Core {
                     queue: Queue::new(),
                     batch: OwnerCell::new(List::default()),
                     runner: runnable.waker(),
+                    _runner_task: daemon,
                     fresh: OwnerCell::new(Some(runnable)),
                     me: me.clone(),
                     held: OwnerCell::new(None),
@@ -468,6 +468,8 @@ pub(crate) struct Core {
     batch: OwnerCell<List<Item>>,
     /// Wakes the runner once it has been started.
     runner: Waker,
+    /// Cancels the runner when the strand goes.
+    _runner_task: Daemon,
     /// Owner only: the runner's first runnable, until the first start.
     fresh: OwnerCell<Option<Runnable>>,
     /// The strand itself, weakly, for `held`.
