@@ -108,6 +108,10 @@ pub struct TaskInfo {
     hop: Mutex<Option<Exec>>,
     hopped: AtomicBool,
     yielded: AtomicBool,
+    /// Set when the task's future was dropped by a panicking `schedule`;
+    /// `fault` then says what the handle reports. Rare, so boxed.
+    faulted: AtomicBool,
+    fault: Mutex<Option<Box<Fault>>>,
     /// The next item while the runnable sits in a strand's queue: the
     /// queue is intrusive, so submitting to a strand allocates nothing
     /// (see `strand::queue`). A runnable is in one queue at a time.
@@ -193,6 +197,67 @@ impl TaskInfo {
             }
         }
         f(&self.home)
+    }
+}
+
+/// Why a task whose executor's `schedule` panicked is over.
+enum Fault {
+    /// Its future was dropped as the panic unwound; the payload is not
+    /// caught yet. A handle polled meanwhile waits here.
+    Unwinding {
+        sink: Option<Sink>,
+        waiter: Option<Waker>,
+    },
+    /// The panic, for the handle; reported to the sink if the handle never
+    /// takes it (when the task is freed).
+    Panicked(Failure),
+}
+
+impl TaskInfo {
+    fn fault_began(&self, sink: Option<Sink>) {
+        *crate::loom::lock_std(&self.fault) =
+            Some(Box::new(Fault::Unwinding { sink, waiter: None }));
+        self.faulted.store(true, Ordering::Release);
+    }
+
+    /// The `schedule` that dropped the future has unwound with `payload`.
+    fn fault_ended(&self, payload: PanicPayload) {
+        if !self.faulted.load(Ordering::Acquire) {
+            // The executor kept the runnable, so the task is not over and
+            // has no use for the payload. std's hook has printed it.
+            return drop_payload(payload);
+        }
+        let mut fault = crate::loom::lock_std(&self.fault);
+        let Some(Fault::Unwinding { sink, waiter }) = fault.take().map(|f| *f) else {
+            unreachable!("a fault ends once, after it began")
+        };
+        *fault = Some(Box::new(Fault::Panicked(Failure {
+            error: Some(TaskError::Panicked(Panic::new(payload))),
+            sink,
+        })));
+        drop(fault);
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+
+    /// For a handle whose task was closed without a result: why, if its
+    /// executor's `schedule` panicked (`None`: plain cancellation).
+    fn poll_fault(&self, cx: &mut Context<'_>) -> Option<Poll<TaskError>> {
+        if !self.faulted.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut fault = crate::loom::lock_std(&self.fault);
+        match fault.as_deref_mut() {
+            Some(Fault::Unwinding { waiter, .. }) => {
+                *waiter = Some(cx.waker().clone());
+                Some(Poll::Pending)
+            }
+            Some(Fault::Panicked(failure)) => Some(Poll::Ready(
+                failure.error.take().unwrap_or(TaskError::Cancelled),
+            )),
+            None => None,
+        }
     }
 }
 
@@ -522,13 +587,65 @@ impl Failure {
 
 impl Drop for Failure {
     fn drop(&mut self) {
-        if let (Some(TaskError::Panicked(p)), Some(sink)) = (self.error.take(), &self.sink) {
-            sink.unobserved_panic(p.into_payload());
+        if let Some(TaskError::Panicked(p)) = self.error.take() {
+            report(self.sink.as_ref(), p.into_payload());
         }
     }
 }
 
-type Outcome<T> = Result<T, Failure>;
+/// Hands a panic nobody will read to `sink`, or drops it. Never unwinds:
+/// this runs where async-task aborts the process on a panic (dropping a
+/// detached task's output or future, freeing a task).
+pub(crate) fn report(sink: Option<&Sink>, payload: PanicPayload) {
+    match sink {
+        Some(sink) => sink.unobserved_panic(payload),
+        None => drop_payload(payload),
+    }
+}
+
+/// Drops a panic payload whose own `Drop` may panic; the second payload
+/// is leaked rather than dropped, since its `Drop` may panic as well.
+pub(crate) fn drop_payload(payload: PanicPayload) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
+/// A task's value on its way to the handle. If the handle is gone,
+/// async-task drops it where a panic would abort the process, so a
+/// panicking `Drop` of the value is caught here and reported like a
+/// detached task's panic.
+pub(crate) struct Value<T> {
+    value: ManuallyDrop<T>,
+    /// Only for values with drop glue: a `u32` cannot panic when dropped.
+    sink: Option<Sink>,
+}
+
+impl<T> Value<T> {
+    fn into_inner(self) -> T {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the value is
+        // taken out once; the sink is dropped in place, once.
+        unsafe {
+            std::ptr::drop_in_place(&mut this.sink);
+            ManuallyDrop::take(&mut this.value)
+        }
+    }
+}
+
+impl<T> Drop for Value<T> {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here; `into_inner` skips this `Drop`.
+        let dropped = catch_unwind(AssertUnwindSafe(|| unsafe {
+            ManuallyDrop::drop(&mut self.value)
+        }));
+        if let Err(p) = dropped {
+            report(self.sink.as_ref(), p);
+        }
+    }
+}
+
+type Outcome<T> = Result<Value<T>, Failure>;
 
 /// The future async-task runs: the user's future plus the bookkeeping above.
 struct TaskFuture<'a, F> {
@@ -576,7 +693,14 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             }))
         };
         match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
-            Ok(Poll::Ready(Ok(v))) => Poll::Ready(Ok(v)),
+            Ok(Poll::Ready(Ok(v))) => Poll::Ready(Ok(Value {
+                value: ManuallyDrop::new(v),
+                sink: if std::mem::needs_drop::<T>() {
+                    admission.sink()
+                } else {
+                    None
+                },
+            })),
             Ok(Poll::Ready(Err(error))) => failed(error),
             Ok(Poll::Pending) => Poll::Pending,
             Err(payload) => failed(TaskError::Panicked(Panic::new(payload))),
@@ -592,8 +716,13 @@ impl<F> Drop for TaskFuture<'_, F> {
         let dropped = catch_unwind(AssertUnwindSafe(|| unsafe {
             ManuallyDrop::drop(&mut self.fut)
         }));
-        if let (Err(p), Some(sink)) = (dropped, self.admission.sink()) {
-            sink.unobserved_panic(p);
+        if let Err(p) = dropped {
+            report(self.admission.sink().as_ref(), p);
+        }
+        if std::thread::panicking() && std::ptr::eq(SCHEDULING.with(Cell::get), self.info) {
+            // Dropped while the task's own executor's `schedule` unwinds:
+            // the handle will say so, see `schedule_catching`.
+            self.info.fault_began(self.admission.sink());
         }
     }
 }
@@ -607,6 +736,29 @@ impl KeepAlive {
     #[inline(always)]
     fn touch(self) {
         std::hint::black_box(self.0);
+    }
+}
+
+thread_local! {
+    /// The task whose executor's `schedule` this thread is in.
+    static SCHEDULING: Cell<*const TaskInfo> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Hands `runnable` to its task's executor. A panic of the executor's
+/// `schedule` must not unwind into async-task (which aborts the process
+/// when a waker panics) or a worker's loop (which would die): it is caught
+/// here. If the runnable was dropped as it unwound, the task is over, and
+/// its handle reports the panic (or, if detached, the executor's panic
+/// hook gets it); if the executor kept the runnable, the task lives on and
+/// the panic is only printed.
+fn schedule_catching(info: &TaskInfo, runnable: Runnable) {
+    let outer = SCHEDULING.with(|s| s.replace(info));
+    let scheduled = catch_unwind(AssertUnwindSafe(|| {
+        info.with_executor(|ex| ex.schedule(runnable))
+    }));
+    SCHEDULING.with(|s| s.set(outer));
+    if let Err(payload) = scheduled {
+        info.fault_ended(payload);
     }
 }
 
@@ -688,6 +840,8 @@ where
         hop: Mutex::new(None),
         hopped: AtomicBool::new(false),
         yielded: AtomicBool::new(false),
+        faulted: AtomicBool::new(false),
+        fault: Mutex::new(None),
         strand_link: AtomicUsize::new(0),
         #[cfg(feature = "tracing")]
         id: {
@@ -711,7 +865,7 @@ where
         let info = unsafe { &*info };
         info.yielded
             .store(how.woken_while_running, Ordering::Relaxed);
-        info.with_executor(|ex| ex.schedule(runnable));
+        schedule_catching(info, runnable);
     };
     debug_assert!(std::mem::size_of_val(&schedule) > 0, "see KeepAlive");
     // SAFETY: `spawn_unchecked` asks for:
@@ -921,9 +1075,16 @@ impl<T> Future for JoinHandle<T> {
                         );
                         Poll::Pending
                     }
-                    Poll::Ready(Some(Ok(v))) => Poll::Ready(Ok(v)),
+                    Poll::Ready(Some(Ok(v))) => Poll::Ready(Ok(v.into_inner())),
                     Poll::Ready(Some(Err(failure))) => Poll::Ready(Err(failure.take())),
-                    Poll::Ready(None) => Poll::Ready(Err(TaskError::Cancelled)),
+                    Poll::Ready(None) => {
+                        // SAFETY: `info` is alive as long as `task`, which we hold.
+                        match unsafe { info.as_ref() }.poll_fault(cx) {
+                            Some(Poll::Pending) => Poll::Pending,
+                            Some(Poll::Ready(error)) => Poll::Ready(Err(error)),
+                            None => Poll::Ready(Err(TaskError::Cancelled)),
+                        }
+                    }
                 }
             }
             State::Failed { failure, .. } => Poll::Ready(Err(failure

@@ -32,6 +32,8 @@ pub struct ThreadPerTask {
 
 struct Shared {
     name: String,
+    /// `name` as a thread name can hold it: NUL bytes written `\0`.
+    thread_name: String,
     next_id: AtomicUsize,
     closed: AtomicBool,
     running: Mutex<usize>,
@@ -44,7 +46,8 @@ thread_local! {
 }
 
 impl ThreadPerTask {
-    /// An executor naming its threads `{name}-N`.
+    /// An executor naming its threads `{name}-N`. An OS thread name
+    /// cannot hold a NUL byte, so one in `name` is written `\0` there.
     ///
     /// # Examples
     ///
@@ -59,9 +62,11 @@ impl ThreadPerTask {
     /// ex.join().unwrap();
     /// ```
     pub fn new(name: impl Into<String>) -> ThreadPerTask {
+        let name = name.into();
         ThreadPerTask {
             shared: Arc::new(Shared {
-                name: name.into(),
+                thread_name: name.replace('\0', "\\0"),
+                name,
                 next_id: AtomicUsize::new(0),
                 closed: AtomicBool::new(false),
                 running: Mutex::new(0),
@@ -164,7 +169,7 @@ impl Executor for ThreadPerTask {
         *shared.running() += 1;
         let guard = Running(shared.clone());
         let spawned = std::thread::Builder::new()
-            .name(format!("{}-{id}", shared.name))
+            .name(format!("{}-{id}", shared.thread_name))
             .spawn(move || {
                 OWNER.with(|o| o.set(Arc::as_ptr(&guard.0)));
                 runnable.run();

@@ -6,12 +6,18 @@
 
 mod support;
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{mpsc, Arc};
+use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
-use support::{quiet_test_panics, within};
-use viaduct::{block_on, ExecutorExt, Guarded, Inline, Strand, TaskError, ThreadPool};
+use support::{quiet_test_panics, within, DEADLINE, TEST_PANIC};
+use viaduct::pool::{BuildError, JoinError};
+use viaduct::{
+    block_on, hop_to, Executor, ExecutorExt, Guarded, Inline, KeyedStrands, ManualExecutor,
+    Runnable, Strand, TaskError, ThreadPerTask, ThreadPool,
+};
 
 fn pool(name: &str, threads: usize) -> ThreadPool {
     ThreadPool::builder()
@@ -173,18 +179,324 @@ fn block_on_nested_past_the_stack_panics_instead_of_overflowing() {
             .build()
             .unwrap();
         let p = cpu.clone();
-        let err = block_on(cpu.spawn(async move { nest(&p, 1_000_000) }))
+        let err = block_on(cpu.spawn(async move { nest(&p, 20_000) }))
             .unwrap()
             .unwrap_err();
         let msg = err.panic_message().unwrap_or_default().to_owned();
         assert!(msg.contains("nested too deep on deep-0"), "{msg}");
-        // A shallow nest still works, on the same worker.
-        let p = cpu.clone();
+        // The child spawned just before the panicking `block_on` is
+        // detached and carries the recursion on, so that worker stays deep
+        // for a while; a shallow nest on a stack like it works.
+        let shallow = ThreadPool::builder()
+            .threads(1)
+            .stack_size(256 << 10)
+            .build()
+            .unwrap();
+        let p = shallow.clone();
+        let nested = shallow.spawn(async move { nest(&p, 20) });
+        assert_eq!(block_on(nested).unwrap().unwrap(), 20);
+    });
+}
+
+// 3. A panicking `Executor::schedule`.
+
+/// An executor whose `schedule` always panics (and drops the runnable as
+/// it unwinds).
+#[derive(Clone)]
+struct Panicking;
+
+impl Executor for Panicking {
+    fn schedule(&self, _runnable: Runnable) {
+        panic!("{TEST_PANIC}: schedule");
+    }
+}
+
+/// Forwards to a pool, but panics when a task yields.
+#[derive(Clone)]
+struct PanicsOnYield(ThreadPool);
+
+impl Executor for PanicsOnYield {
+    fn schedule(&self, runnable: Runnable) {
+        if runnable.metadata().woken_while_running() {
+            panic!("{TEST_PANIC}: schedule of a yield");
+        }
+        self.0.schedule(runnable)
+    }
+}
+
+fn assert_schedule_panic(result: Result<impl std::fmt::Debug, TaskError>) {
+    let err = result.unwrap_err();
+    let msg = err.panic_message().unwrap_or_default();
+    assert!(
+        msg.starts_with(TEST_PANIC) && msg.contains("schedule"),
+        "{err:?}"
+    );
+}
+
+/// The pool's only worker is alive and serving, and shutdown returns.
+fn still_serves_and_shuts_down(cpu: ThreadPool) {
+    assert_eq!(
+        block_on(cpu.run(thread_name)).unwrap(),
+        format!("{}-0", Executor::name(&cpu))
+    );
+    cpu.shutdown().unwrap();
+}
+
+fn thread_name() -> String {
+    thread::current().name().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_hop_into_a_panicking_schedule_reaches_the_handle_and_the_worker_lives() {
+    quiet_test_panics();
+    within("hop into panicking", || {
+        let cpu = pool("hop-panic", 1);
+        let hopped = cpu.spawn(async {
+            hop_to(&Panicking).await;
+            unreachable!("the task cannot run on an executor that refuses it")
+        });
+        assert_schedule_panic(block_on(hopped));
+        still_serves_and_shuts_down(cpu);
+    });
+}
+
+#[test]
+fn a_yield_into_a_panicking_schedule_reaches_the_handle_and_the_worker_lives() {
+    quiet_test_panics();
+    within("yield into panicking", || {
+        let cpu = pool("yield-panic", 1);
+        let yielding = PanicsOnYield(cpu.clone()).spawn(async {
+            let mut first = true;
+            std::future::poll_fn(|cx| {
+                if std::mem::take(&mut first) {
+                    cx.waker().wake_by_ref(); // a yield
+                    return Poll::Pending;
+                }
+                Poll::Ready(())
+            })
+            .await
+        });
+        assert_schedule_panic(block_on(yielding));
+        still_serves_and_shuts_down(cpu);
+    });
+}
+
+#[test]
+fn a_spawn_on_a_panicking_schedule_does_not_panic_and_its_handle_says_why() {
+    quiet_test_panics();
+    within("spawn on panicking", || {
+        let handle = Panicking.spawn(async { 1 });
+        assert_schedule_panic(block_on(handle));
+        // Detached: nothing unwinds into the caller.
+        Panicking.execute(|| ());
+    });
+}
+
+#[test]
+fn a_hop_into_a_thread_per_task_executor_with_a_nul_in_its_name_runs() {
+    within("hop into NUL name", || {
+        let cpu = pool("nul-hop", 1);
+        let odd = ThreadPerTask::new("a\0b");
+        let task = cpu.spawn(async move {
+            hop_to(&odd).await;
+            thread_name()
+        });
+        assert_eq!(block_on(task).unwrap(), "a\\0b-0");
+        still_serves_and_shuts_down(cpu);
+    });
+}
+
+// 4. Process aborts.
+
+/// A value whose `Drop` panics.
+struct PanicsOnDrop(&'static str);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("{TEST_PANIC}: {}", self.0);
+    }
+}
+
+fn hooked(name: &str) -> (ThreadPool, mpsc::Receiver<String>) {
+    let (tx, rx) = mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    let pool = ThreadPool::builder()
+        .threads(1)
+        .name(name)
+        .on_unobserved_panic(move |p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "<not a string>".into());
+            let _ = tx.lock().unwrap().send(msg);
+        })
+        .build()
+        .unwrap();
+    (pool, rx)
+}
+
+#[test]
+fn a_detached_task_whose_output_panics_in_drop_is_reported_not_aborted() {
+    quiet_test_panics();
+    within("output drop", || {
+        let (cpu, panics) = hooked("out-drop");
+        cpu.execute(|| drop(PanicsOnDrop("ignored"))); // a panic in the task itself
+        assert!(panics.recv_timeout(DEADLINE).unwrap().contains("ignored"));
+        drop(cpu.spawn(async { PanicsOnDrop("output") }));
         assert_eq!(
-            block_on(cpu.spawn(async move { nest(&p, 20) }))
-                .unwrap()
-                .unwrap(),
-            20
+            panics.recv_timeout(DEADLINE).unwrap(),
+            format!("{TEST_PANIC}: output")
         );
+        still_serves_and_shuts_down(cpu);
+    });
+}
+
+#[test]
+fn a_detached_panic_whose_payload_panics_in_drop_is_dropped_not_aborted() {
+    quiet_test_panics();
+    within("payload drop", || {
+        let cpu = pool("payload-drop", 1);
+        cpu.execute(|| std::panic::panic_any(PanicsOnDrop("payload")));
+        // The same through a hook that drops the payload it is handed.
+        let (hooked_pool, _panics) = hooked("payload-drop-hook");
+        hooked_pool.execute(|| std::panic::panic_any(PanicsOnDrop("payload")));
+        still_serves_and_shuts_down(cpu);
+        still_serves_and_shuts_down(hooked_pool);
+    });
+}
+
+/// Runs its first runnable on a new thread; panics on every later one.
+#[derive(Clone, Default)]
+struct OnceThenPanic(Arc<AtomicBool>);
+
+impl Executor for OnceThenPanic {
+    fn schedule(&self, runnable: Runnable) {
+        if self.0.swap(true, SeqCst) {
+            panic!("{TEST_PANIC}: schedule after the first");
+        }
+        thread::spawn(move || runnable.run());
+    }
+}
+
+#[test]
+fn an_awaiter_whose_executor_panics_in_schedule_is_reported_not_aborted() {
+    quiet_test_panics();
+    within("awaiter schedule", || {
+        let cpu = pool("awaiter", 1);
+        let (go, wait) = mpsc::channel::<()>();
+        let pool_task = cpu.run(move || wait.recv().unwrap());
+        let ex = OnceThenPanic::default();
+        let awaiter = ex.spawn(async move { pool_task.await.unwrap() });
+        // Let the awaiter park on the pool task, then finish that task: its
+        // completion wakes the awaiter, whose schedule panics on the worker.
+        while !ex.0.load(SeqCst) {
+            thread::yield_now();
+        }
+        thread::sleep(Duration::from_millis(20));
+        go.send(()).unwrap();
+        assert_schedule_panic(block_on(awaiter));
+        still_serves_and_shuts_down(cpu);
+    });
+}
+
+// 7. NUL bytes in names.
+
+#[test]
+fn a_nul_in_a_pool_name_is_a_build_error() {
+    let err = ThreadPool::builder().name("a\0b").build().unwrap_err();
+    assert!(
+        matches!(&err, BuildError::InvalidName(n) if n == "a\0b"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("NUL"));
+}
+
+#[test]
+fn a_nul_in_a_thread_per_task_name_never_panics_in_spawn() {
+    within("thread-per-task NUL", || {
+        let ex = ThreadPerTask::new("x\0y");
+        assert_eq!(block_on(ex.run(thread_name)).unwrap(), "x\\0y-0");
+    });
+}
+
+// 10. Smaller faults.
+
+/// Shuts its pool down when dropped and says how that went.
+struct ShutsDownOnDrop(ThreadPool, mpsc::Sender<Result<(), JoinError>>);
+
+impl Drop for ShutsDownOnDrop {
+    fn drop(&mut self) {
+        let _ = self.1.send(self.0.shutdown());
+    }
+}
+
+#[test]
+fn a_shutdown_from_a_drop_while_the_worker_drains_is_an_own_thread_error() {
+    within("shutdown while draining", || {
+        let cpu = pool("drain", 1);
+        let (started_tx, started) = mpsc::channel();
+        let (go, wait) = mpsc::channel::<()>();
+        let busy = cpu.run(move || {
+            started_tx.send(()).unwrap();
+            wait.recv().unwrap()
+        });
+        started.recv().unwrap();
+        // Queued behind the busy task; dropped unrun when the pool stops.
+        let (tx, results) = mpsc::channel();
+        let probe = ShutsDownOnDrop(cpu.clone(), tx);
+        drop(cpu.spawn(async move {
+            let _probe = probe;
+        }));
+        let stopper = {
+            let cpu = cpu.clone();
+            thread::spawn(move || cpu.shutdown_now())
+        };
+        thread::sleep(Duration::from_millis(20));
+        go.send(()).unwrap();
+        assert_eq!(
+            results.recv_timeout(DEADLINE).unwrap(),
+            Err(JoinError::OwnThread)
+        );
+        assert_eq!(stopper.join().unwrap(), Ok(()));
+        block_on(busy).unwrap();
+    });
+}
+
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+/// A key whose `Hash` panics once armed.
+#[derive(Clone, PartialEq, Eq)]
+struct TouchyKey(u32);
+
+impl std::hash::Hash for TouchyKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        if ARMED.load(SeqCst) {
+            panic!("{TEST_PANIC}: hash");
+        }
+        self.0.hash(state);
+    }
+}
+
+#[test]
+fn a_key_whose_hash_panics_in_cleanup_leaves_no_entry_and_the_task_succeeds() {
+    quiet_test_panics();
+    within("keyed hash", || {
+        let manual = ManualExecutor::new();
+        let keyed = KeyedStrands::new(manual.clone());
+        let handle = keyed.spawn(TouchyKey(1), async {
+            ARMED.store(true, SeqCst);
+            7
+        });
+        assert_eq!(keyed.len(), 1);
+        manual.run_until_idle();
+        ARMED.store(false, SeqCst);
+        assert_eq!(block_on(handle).unwrap(), 7);
+        assert!(keyed.is_empty());
+        // The key works again afterwards, on a fresh strand.
+        let again = keyed.spawn(TouchyKey(1), async { 8 });
+        manual.run_until_idle();
+        assert_eq!(block_on(again).unwrap(), 8);
+        assert!(keyed.is_empty());
     });
 }

@@ -53,7 +53,7 @@ use crossbeam_utils::CachePadded;
 use event_listener::{Event, Listener};
 
 use crate::executor::{admitting_past_limit, impl_spawn, Admission, Exec, Executor, Tracker};
-use crate::task::{PanicPayload, RejectReason, Runnable};
+use crate::task::{drop_payload, PanicPayload, RejectReason, Runnable};
 use job::Job;
 pub(crate) use worker::{with_worker, WorkerCtx};
 
@@ -176,6 +176,8 @@ pub enum BuildError {
     ZeroThreads,
     /// `max_pending(0)`: a bounded pool needs room for at least one task.
     ZeroMaxPending,
+    /// The name holds a NUL byte, which no OS thread name can.
+    InvalidName(String),
     /// The operating system refused to start a worker thread.
     Spawn(std::io::Error),
 }
@@ -188,6 +190,11 @@ impl fmt::Display for BuildError {
             }
             BuildError::ZeroMaxPending => f.write_str(
                 "max_pending(0) leaves no room for any task: use n >= 1, or leave it unset",
+            ),
+            BuildError::InvalidName(name) => write!(
+                f,
+                "the pool name {name:?} holds a NUL byte, which a thread name cannot: use a name \
+                 without one"
             ),
             BuildError::Spawn(e) => write!(f, "could not start a worker thread: {e}"),
         }
@@ -460,6 +467,7 @@ impl Builder {
     ///
     /// [`BuildError::ZeroThreads`] for `threads(0)`,
     /// [`BuildError::ZeroMaxPending`] for `max_pending(0)`,
+    /// [`BuildError::InvalidName`] for a name with a NUL byte,
     /// [`BuildError::Spawn`] if a thread could not be started (the threads
     /// already started are stopped again).
     ///
@@ -483,6 +491,9 @@ impl Builder {
         };
         if self.max_pending == Some(0) {
             return Err(BuildError::ZeroMaxPending);
+        }
+        if self.name.contains('\0') {
+            return Err(BuildError::InvalidName(self.name));
         }
         let workers: Vec<_> = (0..n).map(|_| worker::Queues::new()).collect();
         let shared = Arc::new_cyclic(|me| Shared {
@@ -686,7 +697,16 @@ impl ThreadPool {
     /// assert_eq!(done.load(Ordering::SeqCst), 8); // every accepted task ran
     /// ```
     pub fn join_workers(&self) -> Result<(), JoinError> {
-        if with_worker(|w| w.is_some_and(|w| Arc::ptr_eq(w.shared(), &self.shared))) {
+        // By thread, not by worker context: a worker's last acts (dropping
+        // what its queues still held) run after its context is gone, and
+        // may run user code (a future's `Drop`) that shuts the pool down.
+        let me = thread::current().id();
+        let own_worker = with_worker(|w| w.is_some_and(|w| Arc::ptr_eq(w.shared(), &self.shared)));
+        if own_worker
+            || crate::loom::lock_std(&self.shared.threads)
+                .iter()
+                .any(|t| t.thread().id() == me)
+        {
             return Err(JoinError::OwnThread);
         }
         loop {
@@ -1005,9 +1025,16 @@ impl Tracker for Shared {
     }
 
     fn unobserved_panic(&self, payload: PanicPayload) {
-        if let Some(handler) = &self.on_panic {
-            // A panicking handler must not take down the thread reporting.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(payload)));
+        match &self.on_panic {
+            Some(handler) => {
+                // A panicking handler must not take down the thread reporting.
+                let handled =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(payload)));
+                if let Err(again) = handled {
+                    drop_payload(again);
+                }
+            }
+            None => drop_payload(payload),
         }
     }
 }

@@ -12,12 +12,13 @@ use std::collections::hash_map::{HashMap, RandomState};
 use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasher, Hash};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::Shared;
 use crate::executor::{Exec, Executor};
 use crate::loom::lock_std as lock;
-use crate::task::JoinHandle;
+use crate::task::{current_task_sink, report, JoinHandle};
 
 /// Shards of the key map: keys spread over several locks, so submitters
 /// of different keys rarely meet.
@@ -121,9 +122,11 @@ where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let strand = self.keys.enter(&key);
+        let (shard, strand) = self.keys.enter(&key);
         let leave = Leave {
             keys: self.keys.clone(),
+            shard,
+            strand: Arc::downgrade(&strand),
             key,
         };
         strand.spawn(async move {
@@ -223,46 +226,107 @@ where
 }
 
 impl<K: Hash + Eq> Keys<K> {
-    fn shard(&self, key: &K) -> MutexGuard<'_, HashMap<K, Entry, RandomState>> {
-        let i = self.hasher.hash_one(key) as usize % self.shards.len();
-        lock(&self.shards[i])
+    fn shard_of(&self, key: &K) -> usize {
+        self.hasher.hash_one(key) as usize % self.shards.len()
     }
 }
 
 impl<K: Hash + Eq + Clone> Keys<K> {
-    /// Counts a task of `key` in; returns the key's strand.
-    fn enter(&self, key: &K) -> Arc<Shared<()>> {
-        let mut shard = self.shard(key);
+    /// Counts a task of `key` in; returns the key's shard and strand. A
+    /// panic of `K`'s `Hash` or `Eq` here reaches the caller of `spawn`,
+    /// and leaves the map as it was.
+    fn enter(&self, key: &K) -> (usize, Arc<Shared<()>>) {
+        let i = self.shard_of(key);
+        let mut shard = lock(&self.shards[i]);
         let entry = shard.entry(key.clone()).or_insert_with(|| Entry {
             strand: Shared::new(self.inner.clone(), ()),
             live: 0,
         });
         entry.live += 1;
-        entry.strand.clone()
+        (i, entry.strand.clone())
     }
 }
 
 /// Counts a task out when its future is dropped.
 struct Leave<K: Hash + Eq> {
     keys: Arc<Keys<K>>,
+    /// Where the key's entry is, and which one it is, found at `enter`:
+    /// cleanup must work even if `K`'s `Hash` or `Eq` panics now.
+    shard: usize,
+    strand: Weak<Shared<()>>,
     key: K,
+}
+
+/// What counting a task out of its key's entry did.
+enum Left<K> {
+    /// Other tasks of the key are alive.
+    Counted,
+    /// It was the key's last task: the entry, taken out of the map.
+    Last(Option<(K, Entry)>),
+    /// The entry was not found this way.
+    NotFound,
+}
+
+impl<K: Hash + Eq> Leave<K> {
+    fn is_ours(&self, entry: &Entry) -> bool {
+        std::ptr::eq(Arc::as_ptr(&entry.strand), self.strand.as_ptr())
+    }
+
+    /// Counts the task out of its entry, found by key: calls `K`'s `Hash`
+    /// and `Eq`.
+    fn leave_by_key(&self, shard: &mut HashMap<K, Entry, RandomState>) -> Left<K> {
+        match shard.get_mut(&self.key) {
+            Some(entry) if self.is_ours(entry) => {
+                entry.live -= 1;
+                if entry.live > 0 {
+                    Left::Counted
+                } else {
+                    Left::Last(shard.remove_entry(&self.key))
+                }
+            }
+            _ => Left::NotFound,
+        }
+    }
+
+    /// The same, found by strand: calls no user code but the key's
+    /// `Drop`, and looks at every entry of the shard. The entry is not
+    /// the strand's last reference (the task counting out holds one).
+    fn leave_by_strand(&self, shard: &mut HashMap<K, Entry, RandomState>) {
+        if let Some(entry) = shard.values_mut().find(|e| self.is_ours(e)) {
+            entry.live -= 1;
+            if entry.live == 0 {
+                shard.retain(|_, e| !self.is_ours(e));
+            }
+        }
+    }
 }
 
 impl<K: Hash + Eq> Drop for Leave<K> {
     fn drop(&mut self) {
         let gone = {
-            let mut shard = self.keys.shard(&self.key);
-            match shard.get_mut(&self.key) {
-                Some(entry) if entry.live > 1 => {
-                    entry.live -= 1;
+            let mut shard = lock(&self.keys.shards[self.shard]);
+            match catch_unwind(AssertUnwindSafe(|| self.leave_by_key(&mut shard))) {
+                Ok(Left::Counted) => None,
+                Ok(Left::Last(gone)) => gone,
+                // `K`'s `Hash` or `Eq` panicked, or disagrees with itself:
+                // find the entry by its strand instead.
+                failed => {
+                    if let Err(payload) = failed {
+                        report(current_task_sink().as_ref(), payload);
+                    }
+                    let by_strand = || self.leave_by_strand(&mut shard);
+                    if let Err(payload) = catch_unwind(AssertUnwindSafe(by_strand)) {
+                        report(current_task_sink().as_ref(), payload);
+                    }
                     None
                 }
-                Some(_) => shard.remove(&self.key),
-                None => unreachable!("a live task's key has an entry"),
             }
         };
-        // The strand is dropped outside the lock.
-        drop(gone);
+        // The key and strand are dropped outside the lock; a panic of the
+        // key's `Drop` is reported, not raised in the task that ran.
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(gone))) {
+            report(current_task_sink().as_ref(), payload);
+        }
     }
 }
 

@@ -507,9 +507,7 @@ impl<F: FnOnce() + Send + 'static> Call<F> {
         // where a detached task's would (a pool's `on_unobserved_panic`),
         // and the strand goes on.
         if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-            if let Some(sink) = admission.sink() {
-                sink.unobserved_panic(payload);
-            }
+            crate::task::report(admission.sink().as_ref(), payload);
         }
         false
     }
@@ -519,7 +517,13 @@ impl<F: FnOnce() + Send + 'static> Call<F> {
     /// As for [`run`](Call::run).
     unsafe fn discard(header: NonNull<Header>) {
         // SAFETY: as in `run`.
-        drop(unsafe { Box::from_raw(header.cast::<Call<F>>().as_ptr()) });
+        let Call { f, admission, .. } =
+            *unsafe { Box::from_raw(header.cast::<Call<F>>().as_ptr()) };
+        // Discarded while a runner is dropped, where async-task aborts on a
+        // panic: a closure whose captures panic in `Drop` is reported.
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(f))) {
+            crate::task::report(admission.sink().as_ref(), payload);
+        }
     }
 }
 
