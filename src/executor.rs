@@ -38,13 +38,74 @@ use crate::task::{spawn_admitted, JoinHandle, PanicPayload, RejectReason, Runnab
 ///
 /// assert_eq!(block_on(NewThread.spawn(async { 1 + 1 })).unwrap(), 2);
 /// ```
+///
+/// # Writing an executor or a decorator
+///
+/// Implement [`schedule`](Executor::schedule), and [`close`](Executor::close)
+/// with [`is_closed`](Executor::is_closed) if your executor can stop
+/// taking work: once `is_closed` says so, `spawn` on it gives
+/// `Err(TaskError::Rejected(Closed))` and `try_spawn` hands the future
+/// back. `schedule` must still take the runnables of tasks it accepted
+/// before (they come back each time such a task is woken).
+///
+/// A decorator (logging, metrics, a priority or a rate limit in front of
+/// another executor) forwards those three methods and nothing more, and
+/// gets the inner executor's guarantees: after a [`ThreadPool`] under it
+/// is closed it reports closed and refuses new work, the tasks it accepted
+/// before still finish (a task waiting for a wake-up is not dropped: the
+/// pool counts every task that reaches its `schedule`, and waits for it),
+/// and a pool's [`max_pending`](crate::pool::Builder::max_pending) bound
+/// counts its tasks.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use viaduct::{block_on, Executor, ExecutorExt, RejectReason, Runnable, TaskError, ThreadPool};
+///
+/// /// Counts what it hands to the executor it decorates.
+/// #[derive(Clone)]
+/// struct Counted<E> {
+///     inner: E,
+///     scheduled: Arc<AtomicUsize>,
+/// }
+///
+/// impl<E: Executor> Executor for Counted<E> {
+///     fn schedule(&self, runnable: Runnable) {
+///         self.scheduled.fetch_add(1, Ordering::Relaxed);
+///         self.inner.schedule(runnable)
+///     }
+///     fn close(&self) {
+///         self.inner.close()
+///     }
+///     fn is_closed(&self) -> bool {
+///         self.inner.is_closed()
+///     }
+/// }
+///
+/// let pool = ThreadPool::builder().threads(1).build().unwrap();
+/// let counted = Counted { inner: pool.clone(), scheduled: Arc::default() };
+/// let (tx, rx) = futures::channel::oneshot::channel();
+/// let waiting = counted.spawn(async move { rx.await.unwrap() * 2 });
+///
+/// pool.close();
+/// assert!(counted.is_closed());
+/// let refused = block_on(counted.spawn(async {})).unwrap_err();
+/// assert!(matches!(refused, TaskError::Rejected(RejectReason::Closed)));
+///
+/// tx.send(21).unwrap(); // the task accepted before the close still runs
+/// assert_eq!(block_on(waiting).unwrap(), 42);
+/// pool.join_workers().unwrap();
+/// assert!(counted.scheduled.load(Ordering::Relaxed) >= 1); // every run went through it
+/// ```
+///
+/// [`ThreadPool`]: crate::ThreadPool
 pub trait Executor: Send + Sync + 'static {
     /// Takes one runnable and arranges for it to run (or drops it, which
     /// cancels its task, if the executor can no longer run anything).
     ///
     /// This is called both for new tasks and for tasks woken again, so it
     /// must accept work even after [`close`](Executor::close): closing stops
-    /// new tasks (see [`try_admit`](Executor::try_admit)), not old ones.
+    /// new tasks, not old ones.
     ///
     /// # Examples
     ///
@@ -81,7 +142,7 @@ pub trait Executor: Send + Sync + 'static {
     /// # Examples
     ///
     /// With `close` and [`is_closed`](Executor::is_closed) implemented, the
-    /// default [`try_admit`](Executor::try_admit) refuses new tasks:
+    /// executor refuses new tasks:
     ///
     /// ```
     /// use std::sync::atomic::{AtomicBool, Ordering};
@@ -161,113 +222,74 @@ pub trait Executor: Send + Sync + 'static {
         std::any::type_name::<Self>()
     }
 
-    /// Asks the executor to accept one more task, without waiting. The
-    /// [`Admission`] travels with the task and is dropped when the task's
-    /// future is, which is how a bounded executor frees the slot.
-    ///
-    /// # Errors
-    ///
-    /// [`RejectReason::Closed`] when closed, [`RejectReason::Full`] when a
-    /// bounded executor has no room.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{Executor, RejectReason, ThreadPool};
-    ///
-    /// let pool = ThreadPool::builder().threads(1).max_pending(1).build().unwrap();
-    /// let slot = pool.try_admit().unwrap();
-    /// assert_eq!(pool.try_admit().unwrap_err(), RejectReason::Full);
-    /// drop(slot); // frees the slot
-    /// let slot = pool.try_admit().unwrap();
-    /// drop(slot);
-    /// pool.close();
-    /// assert_eq!(pool.try_admit().unwrap_err(), RejectReason::Closed);
-    /// ```
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
+    /// viaduct's own executors' admission control (closing, bounded
+    /// mode); sealed: `Internal` cannot be named outside viaduct, so this
+    /// cannot be called or overridden there. The default, which every
+    /// user executor gets, refuses new tasks once
+    /// [`is_closed`](Executor::is_closed) says so and counts nothing
+    /// itself: a pool that such an executor forwards tasks to counts them
+    /// when they reach its `schedule` (see "Writing an executor or a
+    /// decorator" above).
+    #[doc(hidden)]
+    fn admission(&self, wait: bool, _: Internal) -> Result<Admission, RejectReason> {
+        let _ = wait;
         if self.is_closed() {
             Err(RejectReason::Closed)
         } else {
-            Ok(Admission::default())
+            Ok(Admission::UNCOUNTED)
         }
     }
 
-    /// Like [`try_admit`](Executor::try_admit), but waits for room instead
-    /// of returning [`RejectReason::Full`].
-    ///
-    /// # Errors
-    ///
-    /// [`RejectReason::Closed`] when closed.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{Executor, RejectReason, ThreadPool};
-    ///
-    /// let pool = ThreadPool::builder().threads(1).max_pending(1).build().unwrap();
-    /// let slot = pool.admit().unwrap();
-    /// let freer = std::thread::spawn(move || drop(slot));
-    /// let slot = pool.admit().unwrap(); // waits until the other thread frees the slot
-    /// freer.join().unwrap();
-    /// drop(slot);
-    /// pool.close();
-    /// assert_eq!(pool.admit().unwrap_err(), RejectReason::Closed);
-    /// ```
-    fn admit(&self) -> Result<Admission, RejectReason> {
-        self.try_admit()
-    }
-
-    /// A type-erased handle to this executor, for the tasks spawned on it
-    /// to find their way back. The default boxes a clone; executors that are
-    /// already an `Arc` inside share it instead. Unlike [`Exec::new`], this
-    /// need not keep the executor open (a task's reference to its pool does
-    /// not stop the pool from closing when its last handle is dropped).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, Executor, ExecutorExt, ThreadPool};
-    ///
-    /// let pool = ThreadPool::builder().threads(1).name("cpu").build().unwrap();
-    /// let exec = pool.to_exec();
-    /// let name = exec.run(|| std::thread::current().name().map(str::to_owned));
-    /// assert_eq!(block_on(name).unwrap().as_deref(), Some("cpu-0"));
-    /// ```
-    fn to_exec(&self) -> Exec
-    where
-        Self: Sized + Clone,
-    {
-        Exec(Arc::new(self.clone()))
-    }
-
-    /// For an executor erased by [`Exec::new`]: its [`to_exec`](Executor::to_exec),
-    /// which tasks spawned through the `Exec` keep instead of the `Exec`
-    /// (so that they do not keep the executor open). Not for implementors.
+    /// The handle tasks of this executor keep to find their way back,
+    /// which (unlike a user's handle) need not keep the executor open;
+    /// sealed like [`admission`](Executor::admission). `None`: a boxed
+    /// clone of the executor.
     #[doc(hidden)]
-    fn erased_to_exec(&self) -> Option<Exec> {
+    fn home(&self, _: Internal) -> Option<Exec> {
         None
     }
 }
 
-/// An executor's consent to take one task, held by the task until its future
-/// is dropped. The default one tracks nothing.
-///
-/// # Examples
-///
-/// A bounded pool's admission holds a slot until it is dropped:
-///
-/// ```
-/// use viaduct::{Admission, Executor, RejectReason, ThreadPool};
-///
-/// let pool = ThreadPool::builder().threads(1).max_pending(1).build().unwrap();
-/// let slot: Admission = pool.try_admit().unwrap();
-/// assert_eq!(pool.try_admit().unwrap_err(), RejectReason::Full);
-/// drop(slot);
-/// assert!(pool.try_admit().is_ok());
-/// ```
-#[derive(Default)]
-pub struct Admission {
-    tracker: Option<Arc<dyn Tracker>>,
+/// What only viaduct can name: the key to [`Executor`]'s sealed methods.
+#[derive(Clone, Copy)]
+pub struct Internal(());
+
+impl fmt::Debug for Internal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Internal")
+    }
+}
+
+/// The key, for viaduct's own calls.
+pub(crate) const INTERNAL: Internal = Internal(());
+
+/// Admits a new task, without waiting for room.
+pub(crate) fn try_admit<E: Executor + ?Sized>(ex: &E) -> Result<Admission, RejectReason> {
+    ex.admission(false, INTERNAL)
+}
+
+/// Admits a new task, waiting for room in a bounded executor.
+pub(crate) fn admit<E: Executor + ?Sized>(ex: &E) -> Result<Admission, RejectReason> {
+    ex.admission(true, INTERNAL)
+}
+
+/// The handle a task of `ex` keeps: the executor's own, or a boxed clone.
+pub(crate) fn home_of<E: Executor + Clone>(ex: &E) -> Exec {
+    ex.home(INTERNAL)
+        .unwrap_or_else(|| Exec(Arc::new(ex.clone())))
+}
+
+/// Who counts a task, held in the task until its future is dropped.
+pub struct Admission(Counter);
+
+enum Counter {
+    /// Nobody: a user executor admitted it. A pool it reaches counts it in.
+    Nobody,
+    /// Nobody, on purpose: viaduct's own machinery (a strand's runner),
+    /// which must not keep a closed pool alive.
+    Exempt,
+    /// An executor that counts its live tasks, told when the task is over.
+    Tracker(Sink),
 }
 
 /// What an executor that counts its tasks learns from an [`Admission`].
@@ -308,23 +330,35 @@ pub(crate) fn admitting_past_limit() -> bool {
 }
 
 impl Admission {
-    pub(crate) fn tracked(tracker: Arc<dyn Tracker>) -> Self {
-        Admission {
-            tracker: Some(tracker),
-        }
+    /// Counted by nobody; a pool the task reaches counts it in.
+    pub(crate) const UNCOUNTED: Admission = Admission(Counter::Nobody);
+    /// Counted by nobody, and never to be.
+    pub(crate) const EXEMPT: Admission = Admission(Counter::Exempt);
+
+    /// Counted by `tracker`.
+    pub(crate) fn counted(tracker: Sink) -> Admission {
+        Admission(Counter::Tracker(tracker))
     }
 
-    /// Where a panic of this task goes if its handle was dropped. Without a
-    /// tracker the payload is dropped: std's panic hook has already printed
-    /// the message by the time it is caught.
+    /// `true` if nobody counts the task yet, though somebody may.
+    pub(crate) fn is_uncounted(&self) -> bool {
+        matches!(self.0, Counter::Nobody)
+    }
+
+    /// Where a panic of this task goes if its handle was dropped. Without
+    /// a tracker the payload is dropped: std's panic hook has already
+    /// printed the message by the time it is caught.
     pub(crate) fn sink(&self) -> Option<Sink> {
-        self.tracker.clone()
+        match &self.0 {
+            Counter::Tracker(sink) => Some(sink.clone()),
+            _ => None,
+        }
     }
 }
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        if let Some(t) = &self.tracker {
+        if let Counter::Tracker(t) = &self.0 {
             t.release();
         }
     }
@@ -332,9 +366,11 @@ impl Drop for Admission {
 
 impl fmt::Debug for Admission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Admission")
-            .field("tracked", &self.tracker.is_some())
-            .finish()
+        f.write_str(match self.0 {
+            Counter::Nobody => "Admission(uncounted)",
+            Counter::Exempt => "Admission(exempt)",
+            Counter::Tracker(_) => "Admission(counted)",
+        })
     }
 }
 
@@ -355,10 +391,10 @@ impl fmt::Debug for Admission {
 pub struct Exec(pub(crate) Arc<dyn Executor>);
 
 impl Exec {
-    /// Erases the type of `executor`. The `Exec` holds the handle itself,
-    /// so a pool stays open while an `Exec` of it exists; the tasks spawned
-    /// through it hold only what [`Executor::to_exec`] gives, as tasks
-    /// spawned on the executor directly do.
+    /// Erases the type of `executor`. Like every handle you hold, the
+    /// `Exec` keeps the executor open (a pool closes when its last handle,
+    /// erased or not, is dropped); the tasks spawned through it hold what
+    /// tasks spawned on the executor directly hold, which does not.
     ///
     /// # Examples
     ///
@@ -376,7 +412,7 @@ impl Exec {
         match (&executor as &dyn std::any::Any).downcast_ref::<Exec>() {
             Some(exec) => exec.clone(),
             None => Exec(Arc::new(Erased {
-                home: executor.to_exec(),
+                home: home_of(&executor),
                 executor,
             })),
         }
@@ -420,17 +456,11 @@ impl Executor for Exec {
     fn name(&self) -> &str {
         self.0.name()
     }
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
-        self.0.try_admit()
+    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
+        self.0.admission(wait, key)
     }
-    fn admit(&self) -> Result<Admission, RejectReason> {
-        self.0.admit()
-    }
-    fn to_exec(&self) -> Exec {
-        self.0.erased_to_exec().unwrap_or_else(|| self.clone())
-    }
-    fn erased_to_exec(&self) -> Option<Exec> {
-        self.0.erased_to_exec()
+    fn home(&self, key: Internal) -> Option<Exec> {
+        Some(self.0.home(key).unwrap_or_else(|| self.clone()))
     }
 }
 
@@ -457,13 +487,10 @@ impl<E: Executor> Executor for Erased<E> {
     fn name(&self) -> &str {
         self.executor.name()
     }
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
-        self.executor.try_admit()
+    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
+        self.executor.admission(wait, key)
     }
-    fn admit(&self) -> Result<Admission, RejectReason> {
-        self.executor.admit()
-    }
-    fn erased_to_exec(&self) -> Option<Exec> {
+    fn home(&self, _: Internal) -> Option<Exec> {
         Some(self.home.clone())
     }
 }
@@ -581,9 +608,9 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        match self.admit() {
-            Ok(admission) => spawn_admitted(self.to_exec(), future, admission),
-            Err(reason) => JoinHandle::failed(TaskError::Rejected(reason), self.to_exec()),
+        match admit(self) {
+            Ok(admission) => spawn_admitted(home_of(self), future, admission),
+            Err(reason) => JoinHandle::failed(TaskError::Rejected(reason), home_of(self)),
         }
     }
 
@@ -608,8 +635,8 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        match self.try_admit() {
-            Ok(admission) => Ok(spawn_admitted(self.to_exec(), future, admission)),
+        match try_admit(self) {
+            Ok(admission) => Ok(spawn_admitted(home_of(self), future, admission)),
             Err(reason) => Err(Rejected {
                 work: future,
                 reason,
@@ -689,6 +716,24 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
                 reason: r.reason,
             }),
         }
+    }
+
+    /// This executor, type-erased: the same as [`Exec::new`] of a clone,
+    /// and like every handle you hold, it keeps the executor open.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, Exec, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).name("cpu").build().unwrap();
+    /// let exec: Exec = pool.to_exec();
+    /// drop(pool); // the `Exec` still holds the pool open
+    /// let name = exec.run(|| std::thread::current().name().map(str::to_owned));
+    /// assert_eq!(block_on(name).unwrap().as_deref(), Some("cpu-0"));
+    /// ```
+    fn to_exec(&self) -> Exec {
+        Exec::new(self.clone())
     }
 }
 

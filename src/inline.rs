@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::{Arc, LazyLock};
 
-use crate::executor::{impl_spawn, Exec, Executor};
+use crate::executor::{impl_spawn, Exec, Executor, Internal};
 use crate::task::Runnable;
 
 /// Runs each runnable right away, on the thread that schedules it.
@@ -82,9 +82,9 @@ impl Executor for Inline {
         while run_one_queued() {}
     }
 
-    fn to_exec(&self) -> Exec {
+    fn home(&self, _: Internal) -> Option<Exec> {
         static INLINE: LazyLock<Exec> = LazyLock::new(|| Exec(Arc::new(Inline)));
-        INLINE.clone()
+        Some(INLINE.clone())
     }
 }
 

@@ -196,7 +196,7 @@ pub mod time;
 mod trace;
 
 pub use block_on::block_on;
-pub use executor::{Admission, Exec, Executor, ExecutorExt, Rejected};
+pub use executor::{Exec, Executor, ExecutorExt, Rejected};
 pub use future::{hop_to, try_hop_to, HopError, ViaExt};
 pub use inline::Inline;
 pub use manual::ManualExecutor;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use event_listener::{Event, Listener};
 
-use crate::executor::{impl_spawn, Exec, Executor};
+use crate::executor::{impl_spawn, Exec, Executor, Internal};
 use crate::metrics::ManualMetrics;
 use crate::signal::poll_to_end;
 use crate::task::Runnable;
@@ -381,8 +381,8 @@ impl Executor for ManualExecutor {
     fn try_run_one(&self) -> bool {
         self.shared.try_run_one()
     }
-    fn to_exec(&self) -> Exec {
-        Exec(self.shared.clone())
+    fn home(&self, _: Internal) -> Option<Exec> {
+        Some(Exec(self.shared.clone()))
     }
 }
 

@@ -59,7 +59,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
-use crate::executor::{impl_spawn, Admission, Exec, Executor};
+use crate::executor::{home_of, impl_spawn, Admission, Exec, Executor, Internal, INTERNAL};
 use crate::task::{
     create_daemon, spawn_admitted, Daemon, JoinHandle, RejectReason, Runnable, TaskError,
 };
@@ -194,7 +194,7 @@ impl PriorityExecutor {
     /// assert_eq!(block_on(pq.spawn(async { 1 })).unwrap(), 1); // priority 0
     /// ```
     pub fn new<E: Executor + Clone>(executor: E) -> Self {
-        let inner = executor.to_exec();
+        let inner = home_of(&executor);
         let shared = Arc::new_cyclic(|me| Shared {
             inner,
             state: Mutex::new(State {
@@ -236,7 +236,7 @@ impl PriorityExecutor {
             shared: shared.clone(),
             priority,
         }));
-        match shared.admit() {
+        match shared.admission(true, INTERNAL) {
             Ok(admission) => spawn_admitted(exec, future, admission),
             Err(reason) => JoinHandle::failed(TaskError::Rejected(reason), exec),
         }
@@ -409,18 +409,11 @@ impl Shared {
         self.refused() || self.inner.is_closed()
     }
 
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
+    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
         if self.refused() {
             return Err(RejectReason::Closed);
         }
-        self.inner.try_admit()
-    }
-
-    fn admit(&self) -> Result<Admission, RejectReason> {
-        if self.refused() {
-            return Err(RejectReason::Closed);
-        }
-        self.inner.admit()
+        self.inner.admission(wait, key)
     }
 }
 
@@ -465,11 +458,8 @@ impl Executor for Level {
     fn is_closed(&self) -> bool {
         self.shared.is_closed()
     }
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
-        self.shared.try_admit()
-    }
-    fn admit(&self) -> Result<Admission, RejectReason> {
-        self.shared.admit()
+    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
+        self.shared.admission(wait, key)
     }
 }
 
@@ -486,14 +476,11 @@ macro_rules! via_level {
             fn is_closed(&self) -> bool {
                 self.level.is_closed()
             }
-            fn try_admit(&self) -> Result<Admission, RejectReason> {
-                self.level.try_admit()
+            fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
+                self.level.admission(wait, key)
             }
-            fn admit(&self) -> Result<Admission, RejectReason> {
-                self.level.admit()
-            }
-            fn to_exec(&self) -> Exec {
-                Exec(self.level.clone())
+            fn home(&self, _: Internal) -> Option<Exec> {
+                Some(Exec(self.level.clone()))
             }
         }
     )*};

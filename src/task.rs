@@ -13,7 +13,7 @@
 //! The task's metadata ([`TaskInfo`]) names the executor it is scheduled on.
 
 use std::any::Any;
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
@@ -112,6 +112,9 @@ pub struct TaskInfo {
     /// `fault` then says what the handle reports. Rare, so boxed.
     faulted: AtomicBool,
     fault: Mutex<Option<Box<Fault>>>,
+    /// Who counts the task: released when its future is dropped. Touched
+    /// only by whoever holds the task's runnable (see the `Sync` impl).
+    admission: UnsafeCell<Admission>,
     /// The next item while the runnable sits in a strand's queue: the
     /// queue is intrusive, so submitting to a strand allocates nothing
     /// (see `strand::queue`). A runnable is in one queue at a time.
@@ -211,6 +214,9 @@ enum Fault {
     /// The panic, for the handle; reported to the sink if the handle never
     /// takes it (when the task is freed).
     Panicked(Failure),
+    /// An executor that counts its tasks refused this one when it reached
+    /// it through a user's executor.
+    Refused(RejectReason),
 }
 
 impl TaskInfo {
@@ -229,7 +235,7 @@ impl TaskInfo {
         }
         let mut fault = crate::loom::lock_std(&self.fault);
         let Some(Fault::Unwinding { sink, waiter }) = fault.take().map(|f| *f) else {
-            unreachable!("a fault ends once, after it began")
+            unreachable!("a panicking schedule is the one fault that ends")
         };
         *fault = Some(Box::new(Fault::Panicked(Failure {
             error: Some(TaskError::Panicked(Panic::new(payload))),
@@ -256,7 +262,81 @@ impl TaskInfo {
             Some(Fault::Panicked(failure)) => Some(Poll::Ready(
                 failure.error.take().unwrap_or(TaskError::Cancelled),
             )),
+            Some(Fault::Refused(reason)) => Some(Poll::Ready(TaskError::Rejected(*reason))),
             None => None,
+        }
+    }
+}
+
+// SAFETY: every field but `admission` is `Sync`. `admission` is read and
+// written only by the thread that holds the task's runnable: the schedule
+// function and the executor's `schedule` it calls (which are handed the
+// runnable), the task's poll (`Runnable::run`) and the drop of its future
+// (by `run`, or by dropping the runnable). async-task lets one thread hold
+// the runnable at a time and hands it over with release/acquire on the
+// task's state, so those accesses never overlap and each sees the last.
+unsafe impl Sync for TaskInfo {}
+
+impl TaskInfo {
+    /// # Safety
+    ///
+    /// The caller holds the task's runnable, or polls or drops its future.
+    unsafe fn admission(&self) -> &Admission {
+        // SAFETY: the caller's contract makes this the only access.
+        unsafe { &*self.admission.get() }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`admission`](Self::admission).
+    unsafe fn replace_admission(&self, admission: Admission) -> Admission {
+        // SAFETY: the caller's contract makes this the only access.
+        unsafe { std::mem::replace(&mut *self.admission.get(), admission) }
+    }
+
+    /// Moves the task: its next schedule goes to `ex`, which counts it by
+    /// `admission` from now on (the old admission is released).
+    ///
+    /// # Safety
+    ///
+    /// The caller is polling the task.
+    pub(crate) unsafe fn move_to(&self, ex: Exec, admission: Admission) {
+        // SAFETY: the caller polls the task, so holds its runnable.
+        drop(unsafe { self.replace_admission(admission) });
+        self.set_executor(ex);
+    }
+
+    /// Marks the task refused by the executor it was scheduled on, before
+    /// its runnable is dropped: its handle says `Rejected(reason)`.
+    fn refuse(&self, reason: RejectReason) {
+        *crate::loom::lock_std(&self.fault) = Some(Box::new(Fault::Refused(reason)));
+        self.faulted.store(true, Ordering::Release);
+    }
+}
+
+/// For an executor that counts its tasks, in its `schedule`: if nobody
+/// counts the task of `runnable` yet (a user's executor admitted it and
+/// forwarded it here), count it in with `admit`. If that fails, the task is
+/// refused: its handle says `Rejected`, and its runnable is dropped.
+pub(crate) fn adopt(
+    runnable: Runnable,
+    admit: impl FnOnce() -> Result<Admission, RejectReason>,
+) -> Option<Runnable> {
+    let info = runnable.metadata();
+    // SAFETY: we hold the runnable.
+    if !unsafe { info.admission() }.is_uncounted() {
+        return Some(runnable);
+    }
+    match admit() {
+        Ok(admission) => {
+            // SAFETY: we hold the runnable.
+            drop(unsafe { info.replace_admission(admission) });
+            Some(runnable)
+        }
+        Err(reason) => {
+            info.refuse(reason);
+            drop(runnable);
+            None
         }
     }
 }
@@ -274,7 +354,7 @@ struct Current {
     info: *const TaskInfo,
     waker: *const (),
     /// The task's admission, for where its panics go.
-    admission: *const Admission,
+    admission: *const UnsafeCell<Admission>,
 }
 
 thread_local! {
@@ -291,10 +371,11 @@ thread_local! {
 /// nobody reads it (its executor's panic hook), if there is such a task.
 pub(crate) fn current_task_sink() -> Option<Sink> {
     let admission = CURRENT_TASK.with(Cell::get).admission;
-    // SAFETY: set only by `TaskFuture::poll`, to its own admission, for the
-    // duration of that poll (as `info`); the admission lives in the task's
-    // future, which is alive and not moved while it is polled.
-    unsafe { admission.as_ref() }.and_then(Admission::sink)
+    // SAFETY: set only by `TaskFuture::poll`, to its task's admission, for
+    // the duration of that poll (as `info`), which is on this thread: the
+    // metadata is alive, and this thread, polling, is the one that may
+    // touch the admission.
+    unsafe { admission.as_ref().and_then(|a| (*a.get()).sink()) }
 }
 
 /// Runs `f` with the metadata of the viaduct task being polled on this
@@ -651,7 +732,6 @@ type Outcome<T> = Result<Value<T>, Failure>;
 struct TaskFuture<'a, F> {
     fut: ManuallyDrop<F>,
     info: &'a TaskInfo,
-    admission: Admission,
 }
 
 impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
@@ -662,19 +742,18 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         // `self` (only dropped in place in `Drop`), and `TaskFuture` has no
         // `Unpin` impl that would let it move while pinned. The other fields
         // are not pinned.
-        let (fut, info, admission) = unsafe {
-            let TaskFuture {
-                fut,
-                info,
-                admission,
-            } = self.get_unchecked_mut();
-            (Pin::new_unchecked(&mut **fut), *info, &*admission)
+        let (fut, info) = unsafe {
+            let TaskFuture { fut, info } = self.get_unchecked_mut();
+            (Pin::new_unchecked(&mut **fut), *info)
         };
         let current = Current {
             info,
             waker: cx.waker().data(),
-            admission,
+            admission: &info.admission,
         };
+        // The poll's own view of the admission: read when it ends, after a
+        // hop may have replaced it.
+        let sink = current_task_sink;
         let prev = CURRENT_TASK.with(|c| c.replace(current));
         let _restore = CurrentGuard(prev);
         #[cfg(feature = "tracing")]
@@ -689,14 +768,14 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         let failed = |error| {
             Poll::Ready(Err(Failure {
                 error: Some(error),
-                sink: admission.sink(),
+                sink: sink(),
             }))
         };
         match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Ready(Ok(v))) => Poll::Ready(Ok(Value {
                 value: ManuallyDrop::new(v),
                 sink: if std::mem::needs_drop::<T>() {
-                    admission.sink()
+                    sink()
                 } else {
                     None
                 },
@@ -716,14 +795,19 @@ impl<F> Drop for TaskFuture<'_, F> {
         let dropped = catch_unwind(AssertUnwindSafe(|| unsafe {
             ManuallyDrop::drop(&mut self.fut)
         }));
+        // SAFETY: whoever drops the future holds the runnable.
+        let admission = unsafe { self.info.replace_admission(Admission::EXEMPT) };
         if let Err(p) = dropped {
-            report(self.admission.sink().as_ref(), p);
+            report(admission.sink().as_ref(), p);
         }
         if std::thread::panicking() && std::ptr::eq(SCHEDULING.with(Cell::get), self.info) {
             // Dropped while the task's own executor's `schedule` unwinds:
             // the handle will say so, see `schedule_catching`.
-            self.info.fault_began(self.admission.sink());
+            self.info.fault_began(admission.sink());
         }
+        // Released last: a pool counts the task live until its future is
+        // gone.
+        drop(admission);
     }
 }
 
@@ -808,7 +892,7 @@ pub(crate) fn create_daemon<F>(exec: Exec, fut: F) -> (Runnable, Daemon)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let (runnable, handle) = create_admitted(exec, fut, Admission::default());
+    let (runnable, handle) = create_admitted(exec, fut, Admission::EXEMPT);
     (runnable, Daemon(handle))
 }
 
@@ -842,6 +926,7 @@ where
         yielded: AtomicBool::new(false),
         faulted: AtomicBool::new(false),
         fault: Mutex::new(None),
+        admission: UnsafeCell::new(admission),
         strand_link: AtomicUsize::new(0),
         #[cfg(feature = "tracing")]
         id: {
@@ -870,8 +955,7 @@ where
     debug_assert!(std::mem::size_of_val(&schedule) > 0, "see KeepAlive");
     // SAFETY: `spawn_unchecked` asks for:
     // - `Fut: Send` or single-thread use: `TaskFuture<F>` is Send because `F`
-    //   is Send, `&TaskInfo` is Send (TaskInfo is Sync) and `Admission` is
-    //   Send.
+    //   is Send and `&TaskInfo` is Send (TaskInfo is Sync).
     // - borrowed non-metadata variables outliving the runnable: the future
     //   borrows only the metadata; `F` itself is 'static.
     // - `schedule` Send + Sync + 'static: it captures a `u8`.
@@ -880,7 +964,6 @@ where
             move |info: &TaskInfo| TaskFuture {
                 fut: ManuallyDrop::new(fut),
                 info,
-                admission,
             },
             WithInfo(schedule),
         )

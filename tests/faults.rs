@@ -13,10 +13,11 @@ use std::thread;
 use std::time::Duration;
 
 use support::{quiet_test_panics, within, DEADLINE, TEST_PANIC};
+use viaduct::future::HopError;
 use viaduct::pool::{BuildError, JoinError};
 use viaduct::{
-    block_on, hop_to, Executor, ExecutorExt, Guarded, Inline, KeyedStrands, ManualExecutor,
-    Runnable, Strand, TaskError, ThreadPerTask, ThreadPool,
+    block_on, hop_to, try_hop_to, Executor, ExecutorExt, Guarded, Inline, KeyedStrands,
+    ManualExecutor, RejectReason, Runnable, Strand, TaskError, ThreadPerTask, ThreadPool,
 };
 
 fn pool(name: &str, threads: usize) -> ThreadPool {
@@ -498,5 +499,156 @@ fn a_key_whose_hash_panics_in_cleanup_leaves_no_entry_and_the_task_succeeds() {
         manual.run_until_idle();
         assert_eq!(block_on(again).unwrap(), 8);
         assert!(keyed.is_empty());
+    });
+}
+
+// 6. Admission: hops and decorators.
+
+#[test]
+fn a_hop_into_a_closed_pool_is_refused_and_the_task_stays() {
+    quiet_test_panics();
+    within("hop into closed", || {
+        let cpu = pool("stay", 1);
+        let closed = pool("closed", 1);
+        closed.close();
+        let target = closed.clone();
+        let stayed = cpu.spawn(async move {
+            let refused = try_hop_to(&target).await;
+            (refused, thread_name())
+        });
+        let (refused, name) = block_on(stayed).unwrap();
+        assert_eq!(refused, Err(HopError::Rejected(RejectReason::Closed)));
+        assert_eq!(name, "stay-0");
+        // `hop_to` panics instead; the panic reaches the handle.
+        let target = closed.clone();
+        let err = block_on(cpu.spawn(async move { hop_to(&target).await })).unwrap_err();
+        assert!(
+            err.panic_message().unwrap_or_default().contains("refused"),
+            "{err:?}"
+        );
+        closed.join_workers().unwrap();
+    });
+}
+
+#[test]
+fn a_hop_into_a_bounded_pool_respects_its_bound() {
+    within("hop into bounded", || {
+        let cpu = pool("from", 1);
+        let bounded = ThreadPool::builder()
+            .threads(1)
+            .name("bounded")
+            .max_pending(1)
+            .build()
+            .unwrap();
+        let (go, wait) = mpsc::channel::<()>();
+        let busy = bounded.run(move || wait.recv().unwrap()); // the only slot
+        let target = bounded.clone();
+        let refused = cpu.spawn(async move { try_hop_to(&target).await });
+        assert_eq!(
+            block_on(refused).unwrap(),
+            Err(HopError::Rejected(RejectReason::Full))
+        );
+        // `hop_to` waits for room, then the task counts toward the bound.
+        let (arrived_tx, arrived) = mpsc::channel();
+        let (leave, stay) = mpsc::channel::<()>();
+        let target = bounded.clone();
+        let hopper = cpu.spawn(async move {
+            hop_to(&target).await;
+            arrived_tx.send(thread_name()).unwrap();
+            stay.recv().unwrap();
+        });
+        thread::sleep(Duration::from_millis(20));
+        assert!(arrived.try_recv().is_err(), "hopped in past the bound");
+        go.send(()).unwrap();
+        block_on(busy).unwrap();
+        assert_eq!(arrived.recv_timeout(DEADLINE).unwrap(), "bounded-0");
+        let full = bounded.try_spawn(async {}).unwrap_err();
+        assert_eq!(full.reason(), RejectReason::Full);
+        leave.send(()).unwrap();
+        block_on(hopper).unwrap();
+        assert!(bounded.try_spawn(async {}).is_ok());
+    });
+}
+
+/// The obvious decorator: forwards `schedule`, `close` and `is_closed`.
+#[derive(Clone)]
+struct Logged(ThreadPool, Arc<std::sync::atomic::AtomicUsize>);
+
+impl Executor for Logged {
+    fn schedule(&self, runnable: Runnable) {
+        self.1.fetch_add(1, SeqCst);
+        self.0.schedule(runnable)
+    }
+    fn close(&self) {
+        self.0.close()
+    }
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+/// A decorator that forwards nothing but `schedule`.
+#[derive(Clone)]
+struct OnlySchedule(ThreadPool);
+
+impl Executor for OnlySchedule {
+    fn schedule(&self, runnable: Runnable) {
+        self.0.schedule(runnable)
+    }
+}
+
+#[test]
+fn a_decorator_inherits_closing_and_its_waiting_tasks_still_finish() {
+    within("decorator close", || {
+        let cpu = pool("deco", 1);
+        let logged = Logged(cpu.clone(), Default::default());
+        let (tx, rx) = futures::channel::oneshot::channel::<u32>();
+        let waiting = logged.spawn(async move { rx.await.unwrap() + 1 });
+        thread::sleep(Duration::from_millis(10)); // let it park on the channel
+        cpu.close();
+        assert!(logged.is_closed());
+        let refused = block_on(logged.spawn(async {})).unwrap_err();
+        assert!(
+            matches!(refused, TaskError::Rejected(RejectReason::Closed)),
+            "{refused:?}"
+        );
+        // The pool waits for the decorator's task, which a wake-up finishes.
+        drop(cpu.clone());
+        tx.send(41).unwrap();
+        assert_eq!(block_on(waiting).unwrap(), 42);
+        cpu.join_workers().unwrap();
+        assert!(
+            logged.1.load(SeqCst) >= 2,
+            "both schedules went through the decorator"
+        );
+        // One that forwards only `schedule` is refused by the pool itself.
+        let only = OnlySchedule(cpu.clone());
+        let refused = block_on(only.spawn(async {})).unwrap_err();
+        assert!(
+            matches!(refused, TaskError::Rejected(RejectReason::Closed)),
+            "{refused:?}"
+        );
+    });
+}
+
+#[test]
+fn a_bounded_pool_counts_the_tasks_of_a_decorator_over_it() {
+    within("decorator bound", || {
+        let cpu = ThreadPool::builder()
+            .threads(1)
+            .name("deco-bound")
+            .max_pending(1)
+            .build()
+            .unwrap();
+        let (go, wait) = mpsc::channel::<()>();
+        let busy = OnlySchedule(cpu.clone()).run(move || wait.recv().unwrap());
+        thread::sleep(Duration::from_millis(10));
+        assert_eq!(
+            cpu.try_spawn(async {}).unwrap_err().reason(),
+            RejectReason::Full
+        );
+        go.send(()).unwrap();
+        block_on(busy).unwrap();
+        assert!(cpu.try_spawn(async {}).is_ok());
     });
 }

@@ -6,8 +6,8 @@ use std::rc::Rc;
 
 use viaduct::pool::{BuildError, Builder, JoinError, Metrics};
 use viaduct::{
-    Admission, Exec, Executor, Inline, JoinHandle, ManualExecutor, Panic, PanicPayload,
-    RejectReason, Rejected, Runnable, TaskError, TaskInfo, ThreadPerTask, ThreadPool,
+    Exec, Executor, Inline, JoinHandle, ManualExecutor, Panic, PanicPayload, RejectReason,
+    Rejected, Runnable, TaskError, TaskInfo, ThreadPerTask, ThreadPool,
 };
 
 fn send<T: Send>() {}
@@ -69,7 +69,6 @@ fn tasks_and_their_outcomes_cross_threads() {
     unpin::<JoinHandle<Rc<u8>>>();
     send_sync::<Runnable>();
     send_sync::<TaskInfo>();
-    send_sync::<Admission>();
     // `Sync` too, so it fits `Box<dyn Error + Send + Sync>`: the payload is
     // reachable only by value.
     send_sync::<TaskError>();

@@ -12,8 +12,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use crate::executor::{Exec, Executor};
-use crate::task::with_task_polled_by;
+use crate::executor::{home_of, Exec, Executor, INTERNAL};
+use crate::task::{with_task_polled_by, RejectReason};
 
 /// Moves the current task to `ex`: from its next poll on, the task runs on
 /// `ex`. The returned future completes in that poll, so the code after
@@ -37,7 +37,9 @@ use crate::task::with_task_polled_by;
 /// not move the future that awaits the hop. Spawn
 /// the future with viaduct ([`ExecutorExt::spawn`](crate::ExecutorExt::spawn),
 /// [`ViaExt::via`](crate::ViaExt::via)), or use [`try_hop_to`] to handle
-/// that case.
+/// that case. Also when `ex` is closed: a hop is admitted like a new task
+/// of `ex` (and on a full bounded pool it waits for room, as `spawn`
+/// does); the task stays where it was, and the panic reaches its handle.
 ///
 /// # Examples
 ///
@@ -56,17 +58,24 @@ use crate::task::with_task_polled_by;
 /// assert_eq!(block_on(task).unwrap(), ("cpu-0".into(), "io-0".into()));
 /// ```
 pub fn hop_to<E: Executor + Clone>(ex: &E) -> Hop {
-    Hop(try_hop_to(ex))
+    Hop(TryHop {
+        target: Some(home_of(ex)),
+        wait: true,
+    })
 }
 
-/// Like [`hop_to`], but outside a task spawned by viaduct it resolves to
-/// [`HopError`] instead of panicking, and the caller stays where it is.
+/// Like [`hop_to`], but where that would panic it resolves to [`HopError`]
+/// instead, and the task stays where it is; and it does not wait for room
+/// in a full bounded executor.
 ///
 /// # Errors
 ///
-/// [`HopError`] when awaited outside a task spawned by viaduct, or with a
-/// waker that is not the task's own (under a nested `block_on`, inside
-/// `FuturesUnordered`): see [`hop_to`].
+/// - [`HopError::NotInTask`] when awaited outside a task spawned by
+///   viaduct, or with a waker that is not the task's own (under a nested
+///   `block_on`, inside `FuturesUnordered`): see [`hop_to`].
+/// - [`HopError::Rejected`] when the target is closed or full: a hop is
+///   admitted like a new task of the target, and counts as one of its
+///   tasks from then on.
 ///
 /// # Examples
 ///
@@ -80,7 +89,8 @@ pub fn hop_to<E: Executor + Clone>(ex: &E) -> Hop {
 /// ```
 pub fn try_hop_to<E: Executor + Clone>(ex: &E) -> TryHop {
     TryHop {
-        target: Some(ex.to_exec()),
+        target: Some(home_of(ex)),
+        wait: false,
     }
 }
 
@@ -140,6 +150,8 @@ impl Future for Hop {
 pub struct TryHop {
     /// `Some` until the task has been moved.
     target: Option<Exec>,
+    /// Wait for room in a full bounded target, rather than fail.
+    wait: bool,
 }
 
 impl Future for TryHop {
@@ -150,11 +162,20 @@ impl Future for TryHop {
         let Some(target) = self.target.take() else {
             return Poll::Ready(Ok(()));
         };
+        let wait = self.wait;
         let moved = with_task_polled_by(cx.waker(), |task| {
-            task.map(|task| task.set_executor(target))
+            let task = task.ok_or(HopError::NotInTask)?;
+            // The target counts the task from here on, as it would a task
+            // spawned on it; the executor it leaves stops counting it.
+            let admission = target
+                .admission(wait, INTERNAL)
+                .map_err(HopError::Rejected)?;
+            // SAFETY: `with_task_polled_by` gave the task being polled here.
+            unsafe { task.move_to(target, admission) };
+            Ok(())
         });
-        if moved.is_none() {
-            return Poll::Ready(Err(HopError(())));
+        if let Err(e) = moved {
+            return Poll::Ready(Err(e));
         }
         // The task reads its new executor when this wake-up schedules it.
         cx.waker().wake_by_ref();
@@ -162,28 +183,50 @@ impl Future for TryHop {
     }
 }
 
-/// [`try_hop_to`] was awaited outside a task spawned by viaduct, so there
-/// was no task to move.
+/// Why [`try_hop_to`] left the task where it was.
 ///
 /// # Examples
 ///
 /// ```
-/// use viaduct::{block_on, try_hop_to, Inline};
+/// use viaduct::future::HopError;
+/// use viaduct::{block_on, try_hop_to, ExecutorExt, Inline, RejectReason, ThreadPool};
 ///
 /// let err = block_on(try_hop_to(&Inline)).unwrap_err();
+/// assert_eq!(err, HopError::NotInTask);
 /// assert!(err.to_string().contains("try_hop_to"));
+///
+/// let cpu = ThreadPool::builder().threads(1).build().unwrap();
+/// let closed = ThreadPool::builder().threads(1).build().unwrap();
+/// closed.close();
+/// let stayed = cpu.spawn(async move { try_hop_to(&closed).await });
+/// assert_eq!(block_on(stayed).unwrap(), Err(HopError::Rejected(RejectReason::Closed)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HopError(());
+#[non_exhaustive]
+pub enum HopError {
+    /// Awaited outside a task spawned by viaduct, or with a waker that is
+    /// not the task's own: there was no task to move.
+    NotInTask,
+    /// The target refused the task, as it would refuse a new one: it is
+    /// closed, or (for [`try_hop_to`]) bounded and full.
+    Rejected(RejectReason),
+}
 
 impl fmt::Display for HopError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(
-            "viaduct::hop_to awaited outside a task spawned by viaduct (or under a block_on \
-             or a combinator with wakers of its own), so there is no task to move: spawn the \
-             future on a viaduct executor (`ex.spawn(fut)` or `fut.via(&ex)`) and await the \
-             hop directly in it, or use `try_hop_to` and handle this error",
-        )
+        match self {
+            HopError::NotInTask => f.write_str(
+                "viaduct::hop_to awaited outside a task spawned by viaduct (or under a block_on \
+                 or a combinator with wakers of its own), so there is no task to move: spawn the \
+                 future on a viaduct executor (`ex.spawn(fut)` or `fut.via(&ex)`) and await the \
+                 hop directly in it, or use `try_hop_to` and handle this error",
+            ),
+            HopError::Rejected(reason) => write!(
+                f,
+                "viaduct::hop_to: the target executor refused the task ({reason}), which stays \
+                 where it was; use `try_hop_to` to handle this"
+            ),
+        }
     }
 }
 

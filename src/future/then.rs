@@ -237,7 +237,7 @@ impl<T: Send + 'static> JoinHandle<T> {
     /// assert_eq!(block_on(names).unwrap(), ["cpu-0", "io-0", "io-0"]);
     /// ```
     pub fn via<E: Executor + Clone>(mut self, ex: &E) -> JoinHandle<T> {
-        self.next = Some(ex.to_exec());
+        self.next = Some(crate::executor::home_of(ex));
         self
     }
 
@@ -250,7 +250,7 @@ impl<T: Send + 'static> JoinHandle<T> {
         U: Send + 'static,
     {
         let ex = self.executor();
-        let admission = match ex.admit() {
+        let admission = match crate::executor::admit(&ex) {
             Ok(admission) => admission,
             // `self` is dropped here, unlinked: the work already under way
             // runs on, detached (ground rule 5).

@@ -10,10 +10,12 @@
 //!
 //! 1. `close()` flips the state to closed: admission refuses new tasks, but
 //!    wake-ups of accepted ones are still scheduled and run.
-//! 2. Every accepted task holds an [`Admission`]; when the last one is
-//!    dropped in a closed pool, or when `shutdown_now()` flips the state to
-//!    stopping, every worker is woken and exits once it finds no work (or,
-//!    when stopping, right after its current job).
+//! 2. Every accepted task holds an admission until its future is dropped
+//!    (a task that a user's executor forwards here is counted in at its
+//!    first `schedule`); when the last one is dropped in a closed pool, or
+//!    when `shutdown_now()` flips the state to stopping, every worker is
+//!    woken and exits once it finds no work (or, when stopping, right after
+//!    its current job).
 //! 3. The last worker to exit marks the pool terminated and drains the
 //!    queues: task runnables are dropped (their handles say `Cancelled`),
 //!    `join` halves are run, because a thread is waiting for them.
@@ -52,8 +54,10 @@ use crossbeam_deque::{Injector, Stealer};
 use crossbeam_utils::CachePadded;
 use event_listener::{Event, Listener};
 
-use crate::executor::{admitting_past_limit, impl_spawn, Admission, Exec, Executor, Tracker};
-use crate::task::{drop_payload, PanicPayload, RejectReason, Runnable};
+use crate::executor::{
+    admitting_past_limit, impl_spawn, Admission, Exec, Executor, Internal, Tracker,
+};
+use crate::task::{adopt, drop_payload, PanicPayload, RejectReason, Runnable};
 use job::Job;
 pub(crate) use worker::{with_worker, WorkerCtx};
 
@@ -1041,7 +1045,12 @@ impl Tracker for Shared {
 
 impl Executor for Shared {
     fn schedule(&self, runnable: Runnable) {
-        worker::schedule(self, runnable)
+        // A task that a user's executor admitted and forwarded here is
+        // counted in now (past the bound: it was accepted already), so
+        // closing waits for it; a closed pool refuses it instead.
+        if let Some(runnable) = adopt(runnable, || self.count_in(None)) {
+            worker::schedule(self, runnable)
+        }
     }
 
     fn close(&self) {
@@ -1060,15 +1069,13 @@ impl Executor for Shared {
         &self.name
     }
 
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
-        self.count_in(self.max_pending)
-    }
-
-    fn admit(&self) -> Result<Admission, RejectReason> {
+    fn admission(&self, wait: bool, _: Internal) -> Result<Admission, RejectReason> {
         loop {
-            match self.try_admit() {
-                Err(RejectReason::Full) if admitting_past_limit() => return self.count_in(None),
-                Err(RejectReason::Full) => worker::wait_for_room(self),
+            match self.count_in(self.max_pending) {
+                Err(RejectReason::Full) if wait && admitting_past_limit() => {
+                    return self.count_in(None)
+                }
+                Err(RejectReason::Full) if wait => worker::wait_for_room(self),
                 other => return other,
             }
         }
@@ -1099,7 +1106,7 @@ impl Shared {
                 }
             },
         }
-        let admission = Admission::tracked(self.arc());
+        let admission = Admission::counted(self.arc());
         // A close between the check above and the count would let workers
         // exit with this task uncounted; look again now that it counts.
         if self.is_closed() {
@@ -1126,14 +1133,11 @@ impl Executor for ThreadPool {
     fn name(&self) -> &str {
         &self.shared.name
     }
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
-        self.shared.try_admit()
+    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
+        self.shared.admission(wait, key)
     }
-    fn admit(&self) -> Result<Admission, RejectReason> {
-        self.shared.admit()
-    }
-    fn to_exec(&self) -> Exec {
-        Exec(self.shared.clone())
+    fn home(&self, _: Internal) -> Option<Exec> {
+        Some(Exec(self.shared.clone()))
     }
 }
 

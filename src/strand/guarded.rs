@@ -131,7 +131,10 @@ impl<T: Send + 'static> Guarded<T> {
     /// ```
     pub fn new<E: Executor + Clone>(executor: E, value: T) -> Self {
         Guarded {
-            shared: Shared::new(executor.to_exec(), Slot(UnsafeCell::new(value))),
+            shared: Shared::new(
+                crate::executor::home_of(&executor),
+                Slot(UnsafeCell::new(value)),
+            ),
             _owner: Exec::new(executor),
         }
     }

@@ -93,7 +93,7 @@ where
         let hasher = RandomState::new();
         KeyedStrands {
             keys: Arc::new(Keys {
-                inner: executor.to_exec(),
+                inner: crate::executor::home_of(&executor),
                 shards: (0..SHARDS)
                     .map(|_| Mutex::new(HashMap::with_hasher(hasher.clone())))
                     .collect(),

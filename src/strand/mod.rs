@@ -106,7 +106,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
-use crate::executor::{impl_spawn, past_limit, Admission, Exec, Executor};
+use crate::executor::{
+    admit, home_of, impl_spawn, past_limit, try_admit, Admission, Exec, Executor, Internal,
+};
 use crate::section::{self, Frame};
 use crate::task::{
     create_daemon, current_task_id, spawn_admitted, task_id, with_current_task, Daemon, JoinHandle,
@@ -240,7 +242,7 @@ impl Strand {
     /// ```
     pub fn new<E: Executor + Clone>(executor: E) -> Strand {
         Strand {
-            shared: Shared::new(executor.to_exec(), ()),
+            shared: Shared::new(home_of(&executor), ()),
             _owner: Exec::new(executor),
         }
     }
@@ -371,14 +373,11 @@ impl Executor for Strand {
     fn is_closed(&self) -> bool {
         self.shared.core.is_closed()
     }
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
-        self.shared.core.try_admit()
+    fn admission(&self, wait: bool, _: Internal) -> Result<Admission, RejectReason> {
+        self.shared.core.admission(wait)
     }
-    fn admit(&self) -> Result<Admission, RejectReason> {
-        self.shared.core.admit()
-    }
-    fn to_exec(&self) -> Exec {
-        Exec(self.shared.clone())
+    fn home(&self, _: Internal) -> Option<Exec> {
+        Some(Exec(self.shared.clone()))
     }
 }
 
@@ -453,11 +452,8 @@ impl<D: Send + Sync + 'static> Executor for Shared<D> {
     fn is_closed(&self) -> bool {
         self.core.is_closed()
     }
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
-        self.core.try_admit()
-    }
-    fn admit(&self) -> Result<Admission, RejectReason> {
-        self.core.admit()
+    fn admission(&self, wait: bool, _: Internal) -> Result<Admission, RejectReason> {
+        self.core.admission(wait)
     }
 }
 
@@ -661,14 +657,7 @@ impl Core {
         self.closed.load(SeqCst) || self.queue.is_dead()
     }
 
-    fn try_admit(&self) -> Result<Admission, RejectReason> {
-        if self.refused() {
-            return Err(RejectReason::Closed);
-        }
-        self.inner.try_admit()
-    }
-
-    fn admit(&self) -> Result<Admission, RejectReason> {
+    fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         if self.refused() {
             return Err(RejectReason::Closed);
         }
@@ -677,10 +666,14 @@ impl Core {
         // waiting for the submitter (a section posting to its own strand,
         // a task calling `with` while it holds a guard), and the room the
         // submitter would wait for may be held by that very backlog.
-        match self.inner.try_admit() {
-            Err(RejectReason::Full) => past_limit(|| self.inner.admit()),
+        match try_admit(&self.inner) {
+            Err(RejectReason::Full) if wait => past_limit(|| admit(&self.inner)),
             admitted => admitted,
         }
+    }
+
+    pub(crate) fn admit(&self) -> Result<Admission, RejectReason> {
+        self.admission(true)
     }
 
     /// Takes the strand over if it is free, or becomes free within a short

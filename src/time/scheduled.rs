@@ -433,17 +433,18 @@ impl Timer {
         F::Output: Send + 'static,
     {
         let job = Job::new(self.entry());
-        let admission = match ex.admit() {
+        let admission = match crate::executor::admit(ex) {
             Ok(a) => a,
             Err(reason) => {
                 job.claim.store(STARTED, Ordering::Release);
                 return (
-                    JoinHandle::failed(TaskError::Rejected(reason), ex.to_exec()),
+                    JoinHandle::failed(TaskError::Rejected(reason), crate::executor::home_of(ex)),
                     job,
                 );
             }
         };
-        let (runnable, join) = create_admitted(ex.to_exec(), make(job.clone()), admission);
+        let (runnable, join) =
+            create_admitted(crate::executor::home_of(ex), make(job.clone()), admission);
         if deadline <= self.now_ns() {
             runnable.schedule();
             return (join, job);
