@@ -11,7 +11,8 @@
 
 use std::thread;
 
-use viaduct::{block_on, hop_to, ExecutorExt, Inline, Strand, ThreadPerTask, ThreadPool};
+use viaduct::prelude::*;
+use viaduct::{block_on, hop_to, Inline, Strand, ThreadPerTask, ThreadPool};
 
 /// "name (thread id)" of the calling thread.
 fn here() -> String {

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use viaduct::{block_on, ExecutorExt, ThreadPool};
+use viaduct::prelude::*;
+use viaduct::{block_on, ThreadPool};
 
 const PARENTS: usize = 100;
 const CHILDREN: usize = 100;

@@ -3,7 +3,8 @@
 //!
 //! `cargo run --release --example loop_executor`
 
-use viaduct::{ExecutorExt, ManualExecutor};
+use viaduct::prelude::*;
+use viaduct::ManualExecutor;
 
 fn here() -> String {
     std::thread::current()

@@ -22,10 +22,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
+use viaduct::prelude::*;
 use viaduct::time::Periodic;
 use viaduct::{
-    block_on, hop_to, ExecutorExt, Guarded, Inline, KeyedStrands, PriorityExecutor, Strand,
-    ThreadPool, TimedExt,
+    block_on, hop_to, Guarded, Inline, KeyedStrands, PriorityExecutor, Strand, ThreadPool,
 };
 
 /// Invariants, by name: how often each held and how often it failed.

@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use viaduct::{block_on, ExecutorExt, Strand, ThreadPool};
+use viaduct::prelude::*;
+use viaduct::{block_on, Strand, ThreadPool};
 
 const WORKERS: usize = 4;
 const CONNECTIONS: usize = 8;

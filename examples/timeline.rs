@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use tracing_chrome::{ChromeLayerBuilder, EventOrSpan};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Registry;
-use viaduct::{block_on, ExecutorExt, JoinHandle, Strand, ThreadPool};
+use viaduct::prelude::*;
+use viaduct::{block_on, JoinHandle, Strand, ThreadPool};
 
 const WORKERS: usize = 4;
 const CONNECTIONS: usize = 8;

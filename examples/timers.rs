@@ -14,8 +14,9 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use viaduct::prelude::*;
 use viaduct::time::{self, Elapsed};
-use viaduct::{block_on, ThreadPool, TimedExt};
+use viaduct::{block_on, ThreadPool};
 
 fn main() {
     let pool = ThreadPool::builder()
@@ -42,7 +43,7 @@ fn main() {
         thread::sleep(Duration::from_millis(500));
         stamp("task B done!");
     });
-    let mut periodic = pool.execute_every(Duration::from_millis(500), move || {
+    let periodic = pool.execute_every(Duration::from_millis(500), move || {
         stamp("periodic task running...");
     });
     stamp("main thread done.");

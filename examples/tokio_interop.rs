@@ -11,7 +11,8 @@
 
 use std::time::Duration;
 
-use viaduct::{block_on, hop_to, Executor, ExecutorExt, Runnable, ThreadPool};
+use viaduct::prelude::*;
+use viaduct::{block_on, hop_to, Runnable, ThreadPool};
 
 /// Runs viaduct tasks on a tokio runtime: each scheduled runnable becomes
 /// a tokio task that runs it once.

@@ -10,10 +10,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use viaduct::prelude::*;
 use viaduct::time::{self, Elapsed};
 use viaduct::{
-    block_on, hop_to, ExecutorExt, Guarded, Inline, KeyedStrands, ManualExecutor, PriorityExecutor,
-    Strand, ThreadPerTask, ThreadPool, TimedExt, ViaExt,
+    block_on, hop_to, Guarded, Inline, KeyedStrands, ManualExecutor, PriorityExecutor, Strand,
+    ThreadPerTask, ThreadPool,
 };
 
 /// The name of the thread this runs on.

@@ -30,7 +30,8 @@
 //! including your own: [`Executor`] has one required method.
 //!
 //! ```
-//! use viaduct::{block_on, ExecutorExt, Inline, ManualExecutor, ThreadPool};
+//! use viaduct::prelude::*;
+//! use viaduct::{block_on, Inline, ManualExecutor, ThreadPool};
 //!
 //! let pool = ThreadPool::builder().threads(2).name("cpu").build().unwrap();
 //!
@@ -62,7 +63,8 @@
 //! `try_` variants hand refused work back instead, so nothing is lost:
 //!
 //! ```
-//! use viaduct::{block_on, ExecutorExt, Inline, RejectReason, TaskError, ThreadPool};
+//! use viaduct::prelude::*;
+//! use viaduct::{block_on, Inline, RejectReason, TaskError, ThreadPool};
 //!
 //! let pool = ThreadPool::builder().threads(1).build().unwrap();
 //! let err = block_on(pool.run(|| -> u8 { panic!("bad input") })).unwrap_err();
@@ -84,18 +86,21 @@
 //! `futures` has (`join_all`, `select`); see [`future`] for both.
 //!
 //! ```
-//! use viaduct::{block_on, ExecutorExt, Inline, ThreadPool};
+//! use viaduct::prelude::*;
+//! use viaduct::{block_on, Inline, ThreadPool};
 //!
 //! let cpu = ThreadPool::builder().threads(1).name("cpu").build().unwrap();
 //! let io = ThreadPool::builder().threads(1).name("io").build().unwrap();
 //! let here = || std::thread::current().name().unwrap().to_owned();
+//! let (go, gate) = std::sync::mpsc::channel::<()>();
 //! let steps = cpu
 //!     .run(move || vec![here()])                          // on cpu
 //!     .then(move |mut v| { v.push(here()); v })           // on cpu: a handle keeps its executor
 //!     .via(&io)
-//!     .then(move |mut v| { v.push(here()); v })           // on io
+//!     .then(move |mut v| { gate.recv().unwrap(); v.push(here()); v }) // on io
 //!     .via(&Inline)
 //!     .then(move |mut v| { v.push(here()); v });          // on whichever thread finished the step before
+//! go.send(()).unwrap(); // the io step finishes after the Inline step is attached
 //! assert_eq!(block_on(steps).unwrap(), ["cpu-0", "cpu-0", "io-0", "io-0"]);
 //! ```
 //!
@@ -109,7 +114,8 @@
 //! tags).
 //!
 //! ```
-//! use viaduct::{block_on, ExecutorExt, Guarded, ThreadPool};
+//! use viaduct::prelude::*;
+//! use viaduct::{block_on, Guarded, ThreadPool};
 //!
 //! let pool = ThreadPool::builder().threads(2).build().unwrap();
 //! let hits = Guarded::new(pool.clone(), 0u32);
@@ -137,7 +143,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use viaduct::{block_on, ThreadPool, TimedExt};
+//! use viaduct::prelude::*;
+//! use viaduct::{block_on, ThreadPool};
 //!
 //! let pool = ThreadPool::builder().threads(1).build().unwrap();
 //! let later = pool.execute_after(Duration::from_millis(5), || "done");
@@ -186,6 +193,7 @@ pub mod metrics;
 #[cfg(all(test, not(loom)))]
 mod miri_smoke;
 pub mod pool;
+pub mod prelude;
 pub mod priority;
 mod section;
 mod signal;
@@ -203,7 +211,9 @@ pub use manual::ManualExecutor;
 pub use pool::ThreadPool;
 pub use priority::PriorityExecutor;
 pub use strand::{Guarded, KeyedStrands, Strand};
-pub use task::{JoinHandle, Panic, PanicPayload, RejectReason, Runnable, TaskError, TaskInfo};
+pub use task::{
+    AbortHandle, JoinHandle, Panic, PanicPayload, RejectReason, Runnable, TaskError, TaskInfo,
+};
 pub use thread_per_task::ThreadPerTask;
 pub use time::TimedExt;
 

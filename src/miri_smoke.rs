@@ -29,7 +29,7 @@ fn tasks_handles_and_panics() {
     assert_eq!(sum, 56);
     let err = block_on(p.run(|| -> u8 { panic!("miri panic") })).unwrap_err();
     assert_eq!(err.panic_message(), Some("miri panic"));
-    let mut aborted = p.spawn(futures::future::pending::<()>());
+    let aborted = p.spawn(futures::future::pending::<()>());
     aborted.abort();
     assert!(matches!(block_on(aborted), Err(TaskError::Cancelled)));
     assert_eq!(block_on(Inline.run(|| 5)).unwrap(), 5);
@@ -135,7 +135,7 @@ fn timers_fire_and_cancel() {
     let timer = Timer::manual();
     let ex = ManualExecutor::new();
     let fired = timer.execute_after(&ex, Duration::from_millis(5), || 1);
-    let mut cancelled = timer.execute_after(&ex, Duration::from_millis(5), || 2);
+    let cancelled = timer.execute_after(&ex, Duration::from_millis(5), || 2);
     assert!(cancelled.cancel());
     timer.advance(Duration::from_millis(5));
     ex.run_until_idle();

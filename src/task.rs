@@ -108,6 +108,10 @@ pub struct TaskInfo {
     hop: Mutex<Option<Exec>>,
     hopped: AtomicBool,
     yielded: AtomicBool,
+    /// Set by `abort`: the task's next poll drops its future instead.
+    aborted: AtomicBool,
+    /// Set once the task's future has been dropped: the task is over.
+    done: AtomicBool,
     /// Set when the task's future was dropped by a panicking `schedule`;
     /// `fault` then says what the handle reports. Rare, so boxed.
     faulted: AtomicBool,
@@ -431,7 +435,7 @@ impl Drop for CurrentGuard {
 /// assert!(matches!(panicked, TaskError::Panicked(_)));
 ///
 /// let ex = ManualExecutor::new();
-/// let mut queued = ex.spawn(async { 1 });
+/// let queued = ex.spawn(async { 1 });
 /// queued.abort();
 /// assert!(matches!(block_on(queued), Err(TaskError::Cancelled)));
 ///
@@ -466,6 +470,7 @@ pub enum TaskError {
 /// assert_eq!(RejectReason::Closed.to_string(), "the executor is closed");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RejectReason {
     /// The executor is closed (or shut down).
     Closed,
@@ -499,7 +504,7 @@ impl TaskError {
     /// use viaduct::{block_on, ExecutorExt, ManualExecutor};
     ///
     /// let ex = ManualExecutor::new();
-    /// let mut handle = ex.run(|| 1);
+    /// let handle = ex.run(|| 1);
     /// handle.abort();
     /// let err = block_on(handle).unwrap_err();
     /// assert!(err.is_cancelled());
@@ -646,10 +651,10 @@ impl fmt::Debug for Panic {
 struct ByValue<T>(T);
 
 // SAFETY: `Sync` lets threads share `&ByValue<T>`, and no code reads or
-// writes the `T` through a shared reference (only `into_payload`, which
-// owns it), so sharing the reference shares nothing of `T`; moving the `T`
-// to another thread needs `T: Send`.
-unsafe impl<T: Send> Sync for ByValue<T> {}
+// writes the `T` through a shared reference (it is only ever moved out, by
+// whoever owns the `ByValue`), so sharing the reference shares nothing of
+// `T`, whatever `T` is (std's `Exclusive` makes the same argument).
+unsafe impl<T> Sync for ByValue<T> {}
 
 /// Why a task has no value, on its way to the handle: a caught panic, or the
 /// error a continuation carries from the step before it. If the handle is
@@ -731,7 +736,27 @@ type Outcome<T> = Result<Value<T>, Failure>;
 /// The future async-task runs: the user's future plus the bookkeeping above.
 struct TaskFuture<'a, F> {
     fut: ManuallyDrop<F>,
+    /// `false` once `fut` was dropped early, by an abort.
+    live: bool,
     info: &'a TaskInfo,
+}
+
+impl<F> TaskFuture<'_, F> {
+    /// Drops the user's future, once; a panic of its `Drop` is reported.
+    fn drop_future(&mut self) {
+        if !std::mem::take(&mut self.live) {
+            return;
+        }
+        // SAFETY: `fut` is dropped once (`live` is now false), and never
+        // used again.
+        let dropped = catch_unwind(AssertUnwindSafe(|| unsafe {
+            ManuallyDrop::drop(&mut self.fut)
+        }));
+        if let Err(p) = dropped {
+            // SAFETY: whoever drops the future holds the runnable.
+            report(unsafe { self.info.admission() }.sink().as_ref(), p);
+        }
+    }
 }
 
 impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
@@ -742,10 +767,8 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         // `self` (only dropped in place in `Drop`), and `TaskFuture` has no
         // `Unpin` impl that would let it move while pinned. The other fields
         // are not pinned.
-        let (fut, info) = unsafe {
-            let TaskFuture { fut, info } = self.get_unchecked_mut();
-            (Pin::new_unchecked(&mut **fut), *info)
-        };
+        let this = unsafe { self.get_unchecked_mut() };
+        let info = this.info;
         let current = Current {
             info,
             waker: cx.waker().data(),
@@ -771,6 +794,15 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
                 sink: sink(),
             }))
         };
+        if info.aborted.load(Ordering::Acquire) {
+            // Aborted: the future is dropped now, unpolled, while the task
+            // is still marked current (its `Drop` may ask for the task).
+            this.drop_future();
+            return failed(TaskError::Cancelled);
+        }
+        // SAFETY: `fut` is structurally pinned (see above), and live: the
+        // only early drop is just above, and returns.
+        let fut = unsafe { Pin::new_unchecked(&mut *this.fut) };
         match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Ready(Ok(v))) => Poll::Ready(Ok(Value {
                 value: ManuallyDrop::new(v),
@@ -791,15 +823,10 @@ impl<F> Drop for TaskFuture<'_, F> {
     fn drop(&mut self) {
         // A future that panics in `Drop` while being cancelled must not unwind
         // into the executor that dropped it (a worker, or `shutdown_now`).
-        // SAFETY: `fut` is dropped exactly once, here, and never used again.
-        let dropped = catch_unwind(AssertUnwindSafe(|| unsafe {
-            ManuallyDrop::drop(&mut self.fut)
-        }));
+        self.drop_future();
+        self.info.done.store(true, Ordering::Release);
         // SAFETY: whoever drops the future holds the runnable.
         let admission = unsafe { self.info.replace_admission(Admission::EXEMPT) };
-        if let Err(p) = dropped {
-            report(admission.sink().as_ref(), p);
-        }
         if std::thread::panicking() && std::ptr::eq(SCHEDULING.with(Cell::get), self.info) {
             // Dropped while the task's own executor's `schedule` unwinds:
             // the handle will say so, see `schedule_catching`.
@@ -892,8 +919,8 @@ pub(crate) fn create_daemon<F>(exec: Exec, fut: F) -> (Runnable, Daemon)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let (runnable, handle) = create_admitted(exec, fut, Admission::EXEMPT);
-    (runnable, Daemon(handle))
+    let (runnable, task) = create_task(exec, futures::FutureExt::map(fut, Ok), Admission::EXEMPT);
+    (runnable, Daemon(task))
 }
 
 /// The handle of a [`create_daemon`] task: dropping it cancels the task.
@@ -902,19 +929,38 @@ where
 /// daemon's own poll (the poll upgraded its weak reference), the owner's
 /// wakers of the daemon go while it runs, and async-task then frees the
 /// task without dropping its future, whose weak reference keeps the
-/// owner's allocation alive (smol-rs/async-executor#140). Cancelling marks
-/// the task closed, so its future is dropped right after that poll, or by
-/// its executor if it is not running.
-pub(crate) struct Daemon(JoinHandle<()>);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
+/// owner's allocation alive (smol-rs/async-executor#140). Dropping the
+/// async-task handle (not detaching it) marks the task closed, so its
+/// future is dropped right after that poll, or by its executor if it is not
+/// running.
+pub(crate) struct Daemon(#[allow(dead_code)] async_task::Task<Outcome<()>, TaskInfo>);
 
 /// Creates the task [`spawn_fallible`] spawns.
 fn create_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> (Runnable, JoinHandle<T>)
+where
+    F: Future<Output = Result<T, TaskError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let (runnable, task) = create_task(exec, fut, admission);
+    let info = InfoRef(NonNull::from(task.metadata()));
+    let handle = JoinHandle {
+        state: State::Running {
+            task: Some(task.fallible()),
+            info,
+            waker: runnable.waker(),
+        },
+        next: None,
+        upstream: None,
+    };
+    (runnable, handle)
+}
+
+/// The async-task task under every viaduct task.
+fn create_task<F, T>(
+    exec: Exec,
+    fut: F,
+    admission: Admission,
+) -> (Runnable, async_task::Task<Outcome<T>, TaskInfo>)
 where
     F: Future<Output = Result<T, TaskError>> + Send + 'static,
     T: Send + 'static,
@@ -924,6 +970,8 @@ where
         hop: Mutex::new(None),
         hopped: AtomicBool::new(false),
         yielded: AtomicBool::new(false),
+        aborted: AtomicBool::new(false),
+        done: AtomicBool::new(false),
         faulted: AtomicBool::new(false),
         fault: Mutex::new(None),
         admission: UnsafeCell::new(admission),
@@ -963,21 +1011,13 @@ where
         Builder::new().metadata(info).spawn_unchecked(
             move |info: &TaskInfo| TaskFuture {
                 fut: ManuallyDrop::new(fut),
+                live: true,
                 info,
             },
             WithInfo(schedule),
         )
     };
-    let info = NonNull::from(task.metadata());
-    let handle = JoinHandle {
-        state: State::Running {
-            task: Some(task.fallible()),
-            info,
-        },
-        next: None,
-        upstream: None,
-    };
-    (runnable, handle)
+    (runnable, task)
 }
 
 /// A handle to a spawned task: a future of its result.
@@ -1008,8 +1048,9 @@ pub struct JoinHandle<T> {
 enum State<T> {
     Running {
         task: Option<FallibleTask<Outcome<T>, TaskInfo>>,
-        /// The task's metadata, alive as long as `task` is.
-        info: NonNull<TaskInfo>,
+        info: InfoRef,
+        /// Wakes the task to be aborted (and keeps its allocation alive).
+        waker: Waker,
     },
     Failed {
         /// Reports a panic nobody read to `sink`, as a task's result does.
@@ -1017,14 +1058,120 @@ enum State<T> {
         exec: Exec,
     },
     /// Done before any task was needed (a strand section run on the spot).
-    Ready { value: Option<T>, exec: Exec },
+    Ready {
+        value: Option<ByValue<T>>,
+        exec: Exec,
+    },
 }
 
-// SAFETY: `info` is a shared reference into the task's metadata, which is
-// `Sync`; everything else in the handle is `Send`/`Sync` on its own terms.
-unsafe impl<T: Send> Send for JoinHandle<T> {}
-// SAFETY: as above; `&JoinHandle` gives only `&TaskInfo` and `is_finished`.
-unsafe impl<T> Sync for JoinHandle<T> {}
+/// A shared reference to a task's metadata, kept alive by the task handle
+/// or waker held beside it.
+#[derive(Clone, Copy)]
+struct InfoRef(NonNull<TaskInfo>);
+
+// SAFETY: an `InfoRef` is used as a `&TaskInfo` (it is only ever turned
+// into one, by `get`), and `&TaskInfo` is `Send` and `Sync` because
+// `TaskInfo` is `Sync`.
+unsafe impl Send for InfoRef {}
+// SAFETY: as above.
+unsafe impl Sync for InfoRef {}
+
+impl InfoRef {
+    fn get(&self) -> &TaskInfo {
+        // SAFETY: every `InfoRef` is held beside a task handle or a waker
+        // of the task, which keeps the task's allocation, metadata
+        // included, alive.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// Aborts a task from anywhere: a cheap, clonable, thread-safe handle that
+/// cannot read the task's result (tokio's `AbortHandle`). Get one with
+/// [`JoinHandle::abort_handle`].
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, AbortHandle, ExecutorExt, ManualExecutor};
+///
+/// let ex = ManualExecutor::new();
+/// let handle = ex.spawn(async { "never" });
+/// let abort: AbortHandle = handle.abort_handle();
+/// std::thread::spawn(move || abort.abort()).join().unwrap();
+/// assert!(!handle.abort_handle().is_finished()); // its future is not dropped yet
+/// ex.run_until_idle(); // the executor drops it, unpolled
+/// assert!(handle.abort_handle().is_finished());
+/// assert!(block_on(handle).unwrap_err().is_cancelled());
+/// ```
+#[derive(Clone)]
+pub struct AbortHandle {
+    target: Option<(InfoRef, Waker)>,
+    upstream: Option<crate::future::Upstream>,
+}
+
+impl AbortHandle {
+    /// Cancels the task if it has not finished, as
+    /// [`JoinHandle::abort`] does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ManualExecutor};
+    ///
+    /// let ex = ManualExecutor::new();
+    /// let handle = ex.run(|| 1);
+    /// handle.abort_handle().abort();
+    /// ex.run_until_idle();
+    /// assert!(block_on(handle).unwrap_err().is_cancelled());
+    /// ```
+    pub fn abort(&self) {
+        if let Some((info, waker)) = &self.target {
+            abort_task(info.get(), waker);
+        }
+        if let Some(up) = &self.upstream {
+            crate::future::abort_chain(Some(up.clone()));
+        }
+    }
+
+    /// `true` once the task is over: its future has been dropped (it
+    /// finished, panicked, or was cancelled and its executor has dropped
+    /// it), or there never was one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ManualExecutor};
+    ///
+    /// let ex = ManualExecutor::new();
+    /// let handle = ex.run(|| 1);
+    /// let abort = handle.abort_handle();
+    /// assert!(!abort.is_finished());
+    /// ex.run_until_idle();
+    /// assert!(abort.is_finished());
+    /// assert_eq!(block_on(handle).unwrap(), 1);
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.target
+            .as_ref()
+            .is_none_or(|(info, _)| info.get().done.load(Ordering::Acquire))
+    }
+}
+
+impl fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AbortHandle")
+            .field("finished", &self.is_finished())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Marks the task aborted and wakes it: its next poll drops its future
+/// instead of polling it (or its executor drops it, if closed).
+fn abort_task(info: &TaskInfo, waker: &Waker) {
+    if !info.done.load(Ordering::Acquire) && !info.aborted.swap(true, Ordering::AcqRel) {
+        waker.wake_by_ref();
+    }
+}
 
 impl<T> Unpin for JoinHandle<T> {}
 
@@ -1054,7 +1201,7 @@ impl<T> JoinHandle<T> {
     pub(crate) fn ready(value: T, exec: Exec) -> Self {
         JoinHandle {
             state: State::Ready {
-                value: Some(value),
+                value: Some(ByValue(value)),
                 exec,
             },
             next: None,
@@ -1063,10 +1210,13 @@ impl<T> JoinHandle<T> {
     }
 
     /// Cancels the task if it has not finished: it will not be polled again,
-    /// its future is dropped, and awaiting the handle gives
-    /// [`TaskError::Cancelled`]. A task that already finished keeps its
-    /// result. Aborting a continuation (see [`then`](JoinHandle::then))
-    /// also cancels the steps before it that have not started.
+    /// its future is dropped (by its executor, at the task's next run, or
+    /// at once if the executor drops it), and awaiting the handle gives
+    /// [`TaskError::Cancelled`] right away. A task that already finished
+    /// keeps its result. Aborting a continuation (see
+    /// [`then`](JoinHandle::then)) also cancels the steps before it that
+    /// have not started. Takes `&self`, like tokio's; to abort from
+    /// elsewhere, use an [`abort_handle`](JoinHandle::abort_handle).
     ///
     /// # Examples
     ///
@@ -1074,32 +1224,38 @@ impl<T> JoinHandle<T> {
     /// use viaduct::{block_on, ExecutorExt, ManualExecutor};
     ///
     /// let ex = ManualExecutor::new();
-    /// let mut handle = ex.run(|| "never runs");
+    /// let handle = ex.run(|| "never runs");
     /// handle.abort();
     /// assert!(handle.is_finished());
-    /// ex.run_until_idle(); // the queued runnable is dropped, not run
+    /// ex.run_until_idle(); // the queued task is dropped, not run
     /// assert!(block_on(handle).unwrap_err().is_cancelled());
     /// ```
-    pub fn abort(&mut self) {
-        if let State::Running {
-            task: Some(task), ..
-        } = &self.state
-        {
-            if !task.is_finished() {
-                let exec = self.executor();
-                // Dropping an async-task handle cancels the task without
-                // waiting for it; the future is dropped by whoever holds the
-                // runnable, or right here if nobody does.
-                self.state = State::Failed {
-                    failure: Failure {
-                        error: Some(TaskError::Cancelled),
-                        sink: None,
-                    },
-                    exec,
-                };
-            }
+    pub fn abort(&self) {
+        self.abort_handle().abort();
+    }
+
+    /// A handle that can abort this task from anywhere (`Clone`, `Send`,
+    /// `Sync`), and tell whether it is over, but cannot read its result.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let handle = pool.spawn(std::future::pending::<()>());
+    /// let abort = handle.abort_handle();
+    /// std::thread::spawn(move || abort.abort());
+    /// assert!(block_on(handle).unwrap_err().is_cancelled());
+    /// ```
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle {
+            target: match &self.state {
+                State::Running { info, waker, .. } => Some((*info, waker.clone())),
+                _ => None,
+            },
+            upstream: self.upstream.clone(),
         }
-        crate::future::abort_chain(self.upstream.take());
     }
 
     /// `true` once the task has finished, been cancelled or was rejected:
@@ -1120,8 +1276,10 @@ impl<T> JoinHandle<T> {
     pub fn is_finished(&self) -> bool {
         match &self.state {
             State::Running {
-                task: Some(task), ..
-            } => task.is_finished(),
+                task: Some(task),
+                info,
+                ..
+            } => task.is_finished() || info.get().aborted.load(Ordering::Acquire),
             _ => true,
         }
     }
@@ -1133,8 +1291,7 @@ impl<T> JoinHandle<T> {
             return ex.clone();
         }
         match &self.state {
-            // SAFETY: `info` is alive as long as `task`, which we hold.
-            State::Running { info, .. } => unsafe { info.as_ref() }.executor(),
+            State::Running { info, .. } => info.get().executor(),
             State::Failed { exec, .. } | State::Ready { exec, .. } => exec.clone(),
         }
     }
@@ -1145,11 +1302,14 @@ impl<T> Future for JoinHandle<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.state {
-            State::Running { task, info } => {
-                match Pin::new(task.as_mut().expect("task is held until drop")).poll(cx) {
+            State::Running { task, info, .. } => {
+                let info = info.get();
+                let task = task.as_mut().expect("task is held until drop");
+                if info.aborted.load(Ordering::Acquire) && !task.is_finished() {
+                    return Poll::Ready(Err(TaskError::Cancelled));
+                }
+                match Pin::new(task).poll(cx) {
                     Poll::Pending => {
-                        // SAFETY: `info` is alive as long as `task`, which we hold.
-                        let info = unsafe { info.as_ref() };
                         let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());
                         crate::section::check_not_blocking_on(
                             strand,
@@ -1160,14 +1320,11 @@ impl<T> Future for JoinHandle<T> {
                     }
                     Poll::Ready(Some(Ok(v))) => Poll::Ready(Ok(v.into_inner())),
                     Poll::Ready(Some(Err(failure))) => Poll::Ready(Err(failure.take())),
-                    Poll::Ready(None) => {
-                        // SAFETY: `info` is alive as long as `task`, which we hold.
-                        match unsafe { info.as_ref() }.poll_fault(cx) {
-                            Some(Poll::Pending) => Poll::Pending,
-                            Some(Poll::Ready(error)) => Poll::Ready(Err(error)),
-                            None => Poll::Ready(Err(TaskError::Cancelled)),
-                        }
-                    }
+                    Poll::Ready(None) => match info.poll_fault(cx) {
+                        Some(Poll::Pending) => Poll::Pending,
+                        Some(Poll::Ready(error)) => Poll::Ready(Err(error)),
+                        None => Poll::Ready(Err(TaskError::Cancelled)),
+                    },
                 }
             }
             State::Failed { failure, .. } => Poll::Ready(Err(failure
@@ -1176,7 +1333,8 @@ impl<T> Future for JoinHandle<T> {
                 .expect("JoinHandle polled after it returned its result"))),
             State::Ready { value, .. } => Poll::Ready(Ok(value
                 .take()
-                .expect("JoinHandle polled after it returned its result"))),
+                .expect("JoinHandle polled after it returned its result")
+                .0)),
         }
     }
 }

@@ -196,7 +196,7 @@ fn a_cancelled_step_travels_to_then_try() {
     let manual = ManualExecutor::new();
     let ran = counters(3);
     let r = ran.clone();
-    let mut first = manual.run(|| 1);
+    let first = manual.run(|| 1);
     first.abort();
     let r2 = r.clone();
     let end = first
@@ -394,7 +394,7 @@ fn abort_cancels_every_step_not_started() {
     let manual = ManualExecutor::new();
     let ran = counters(5);
     let (gate, rx) = oneshot::channel();
-    let mut end = five_steps(&manual, rx, &ran);
+    let end = five_steps(&manual, rx, &ran);
     end.abort();
     let _ = gate.send(());
     manual.run_until_idle();
@@ -411,7 +411,7 @@ fn abort_cancels_a_waiting_first_step_before_its_wakeup() {
     let manual = ManualExecutor::new();
     let ran = counters(5);
     let (gate, rx) = oneshot::channel();
-    let mut end = five_steps(&manual, rx, &ran);
+    let end = five_steps(&manual, rx, &ran);
     manual.run_until_idle(); // step 1 waits for the gate, 2..5 for their input
     end.abort();
     gate.send(()).unwrap();
@@ -431,7 +431,7 @@ fn abort_keeps_what_ran_and_stops_the_rest() {
     let release_rx = Mutex::new(release_rx);
     let r = ran.clone();
     let (r1, r2, r3, r4) = (ran.clone(), ran.clone(), ran.clone(), ran.clone());
-    let mut end = a
+    let end = a
         .run(move || r[0].fetch_add(1, SeqCst))
         .then(move |_| r1[1].fetch_add(1, SeqCst))
         .then(move |_| {

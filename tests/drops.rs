@@ -534,12 +534,12 @@ fn cancelled_timers_drop_their_jobs_once() {
         // dropped by its next run, on Inline at once.
         let runs = Arc::new(AtomicUsize::new(0));
         let (t, r) = (book.token(), runs.clone());
-        let mut every = timer.execute_every(&manual, Duration::from_millis(1), move || {
+        let every = timer.execute_every(&manual, Duration::from_millis(1), move || {
             let _t = &t;
             r.fetch_add(1, SeqCst);
         });
         let t = book.token();
-        let mut inline = timer.execute_every(&Inline, Duration::from_millis(1), move || {
+        let inline = timer.execute_every(&Inline, Duration::from_millis(1), move || {
             let _t = &t;
         });
         for _ in 0..3 {
@@ -593,7 +593,7 @@ fn dropped_and_aborted_continuation_chains_drop_every_step_once() {
         assert_eq!((book.ran(), book.dropped()), (10, 10));
 
         // Aborted before any step ran: none runs, all are dropped.
-        let mut h = chain(&book, &manual, 10);
+        let h = chain(&book, &manual, 10);
         h.abort();
         manual.run_until_idle();
         assert_eq!((book.ran(), book.dropped()), (10, 20));

@@ -353,7 +353,7 @@ fn abort_cancels_a_queued_task_and_drops_its_future() {
         Arc::new(AtomicBool::new(false)),
     );
     let (p, flag) = (polled.clone(), DropFlag(dropped.clone()));
-    let mut handle = ex.spawn(async move {
+    let handle = ex.spawn(async move {
         let _flag = flag;
         p.store(true, SeqCst);
     });
@@ -365,7 +365,7 @@ fn abort_cancels_a_queued_task_and_drops_its_future() {
     assert!(matches!(block_on(handle), Err(TaskError::Cancelled)));
 
     // Aborting a finished task keeps its result.
-    let mut done = ex.run(|| 3);
+    let done = ex.run(|| 3);
     ex.run_until_idle();
     done.abort();
     assert_eq!(block_on(done).unwrap(), 3);

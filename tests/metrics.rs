@@ -194,7 +194,7 @@ fn timer_counts_pending_timers() {
         .is_pending());
     assert_eq!(timer.metrics().pending, 4);
 
-    let mut last = jobs.into_iter().last().unwrap();
+    let last = jobs.into_iter().last().unwrap();
     assert!(last.cancel());
     assert_eq!(timer.metrics().pending, 3);
     timer.advance(second);

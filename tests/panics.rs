@@ -417,7 +417,7 @@ fn a_panicking_drop_while_cancelled_unwinds_nowhere() {
         // Each `PanicOnDrop` is made outside its future and moved in: the
         // futures are dropped without ever being polled.
         let d = PanicOnDrop("test panic: drop after abort");
-        let mut aborted = pool.spawn(async move { drop(d) });
+        let aborted = pool.spawn(async move { drop(d) });
         aborted.abort();
         let queued: Vec<_> = (0..5)
             .map(|_| {
@@ -458,7 +458,7 @@ fn a_panicking_drop_while_cancelled_unwinds_nowhere() {
         // Inline: `abort` of a parked task drops it right there.
         let (tx, rx) = oneshot::channel::<()>();
         let d = PanicOnDrop("test panic: inline drop");
-        let mut parked = Inline.spawn(async move {
+        let parked = Inline.spawn(async move {
             let _ = rx.await;
             drop(d);
         });
@@ -469,7 +469,7 @@ fn a_panicking_drop_while_cancelled_unwinds_nowhere() {
         // Manual: an abort, then the last handle drops with work queued.
         let manual = ManualExecutor::new();
         let d = PanicOnDrop("test panic: manual abort");
-        let mut h = manual.spawn(async move { drop(d) });
+        let h = manual.spawn(async move { drop(d) });
         h.abort();
         assert_eq!(manual.run_until_idle(), 1);
         let d = PanicOnDrop("test panic: manual drop");
@@ -481,7 +481,7 @@ fn a_panicking_drop_while_cancelled_unwinds_nowhere() {
         let timer = Timer::manual();
         let ex = ManualExecutor::new();
         let d = PanicOnDrop("test panic: cancelled timer");
-        let mut job = timer.spawn_after(&ex, Duration::from_secs(1), async move { drop(d) });
+        let job = timer.spawn_after(&ex, Duration::from_secs(1), async move { drop(d) });
         assert!(job.cancel());
         timer.advance(Duration::from_secs(2));
         assert_eq!(ex.run_until_idle(), 0);

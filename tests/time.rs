@@ -251,8 +251,8 @@ fn far_deadlines_saturate_at_the_end_of_the_clock() {
     timer.advance(years(100));
     assert!(every.poll_tick(&mut noop_cx()).is_pending());
     let ex = ManualExecutor::new();
-    let mut job = timer.execute_every(&ex, Duration::MAX, || ());
-    let mut late = timer.execute_after(&ex, Duration::MAX, || ());
+    let job = timer.execute_every(&ex, Duration::MAX, || ());
+    let late = timer.execute_after(&ex, Duration::MAX, || ());
     timer.advance(years(100));
     assert_eq!((ex.run_until_idle(), job.runs()), (0, 0));
     assert!(job.cancel() && late.cancel());
@@ -503,7 +503,7 @@ fn periodic_runs_never_overlap() {
     let (r, runs) = (running.clone(), Arc::new(AtomicUsize::new(0)));
     let counted = runs.clone();
     // Runs take 2 ms, the period is 100 µs: always behind, never two at once.
-    let mut job = pool.execute_every(Duration::from_micros(100), move || {
+    let job = pool.execute_every(Duration::from_micros(100), move || {
         assert_eq!(r.fetch_add(1, SeqCst), 0, "two runs at once");
         std::thread::sleep(Duration::from_millis(2));
         r.fetch_sub(1, SeqCst);
@@ -575,7 +575,7 @@ fn timed_tasks_wait_for_their_deadline_on_their_executor() {
 
     // A closed executor refuses at once, and nothing is parked.
     ex.close();
-    let mut refused = timer.execute_after(&ex, Duration::from_secs(1), || ());
+    let refused = timer.execute_after(&ex, Duration::from_secs(1), || ());
     assert!(refused.is_finished());
     assert!(
         !refused.cancel(),
@@ -585,7 +585,7 @@ fn timed_tasks_wait_for_their_deadline_on_their_executor() {
         block_on(refused),
         Err(TaskError::Rejected(RejectReason::Closed))
     ));
-    let mut periodic = timer.execute_every(&ex, Duration::from_secs(1), || ());
+    let periodic = timer.execute_every(&ex, Duration::from_secs(1), || ());
     assert!(periodic.is_finished());
     assert!(!periodic.cancel());
     assert_eq!(timer.pending(), 0);

@@ -90,7 +90,7 @@
 //! let fast = pool.run(|| "pool");
 //! let slow = never_run.run(|| "manual");
 //! match block_on(select(fast, slow)) {
-//!     Either::Left((winner, mut loser)) => {
+//!     Either::Left((winner, loser)) => {
 //!         assert_eq!(winner.unwrap(), "pool");
 //!         loser.abort();
 //!         assert!(block_on(loser).unwrap_err().is_cancelled());

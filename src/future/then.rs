@@ -40,6 +40,7 @@ use crate::task::{spawn_fallible, JoinHandle, TaskError};
 
 /// The step before a continuation, type-erased, as its handle holds it so
 /// that `abort` can cancel it.
+#[derive(Clone)]
 pub(crate) struct Upstream(Arc<dyn AbortStep>);
 
 /// A [`Link`] with its value type erased.

@@ -384,7 +384,7 @@ impl Timer {
     ///
     /// let timer = Timer::manual();
     /// let ex = ManualExecutor::new();
-    /// let mut job = timer.execute_after(&ex, Duration::from_secs(1), || ());
+    /// let job = timer.execute_after(&ex, Duration::from_secs(1), || ());
     /// assert_eq!(timer.pending(), 1);
     /// assert!(job.cancel());
     /// assert_eq!(timer.pending(), 0);

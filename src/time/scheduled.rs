@@ -234,13 +234,13 @@ impl<T> Scheduled<T> {
     ///
     /// let timer = Timer::manual();
     /// let ex = ManualExecutor::new();
-    /// let mut job = timer.execute_after(&ex, Duration::from_secs(1), || println!("never"));
+    /// let job = timer.execute_after(&ex, Duration::from_secs(1), || println!("never"));
     /// assert!(job.cancel());
     /// timer.advance(Duration::from_secs(2));
     /// assert_eq!(ex.run_until_idle(), 0);
     /// assert!(block_on(job).unwrap_err().is_cancelled());
     /// ```
-    pub fn cancel(&mut self) -> bool {
+    pub fn cancel(&self) -> bool {
         let won = self.job.claim.compare_exchange(
             WAITING,
             CANCELLED,
@@ -316,7 +316,7 @@ impl<T> fmt::Debug for Scheduled<T> {
 ///
 /// let timer = Timer::manual();
 /// let ex = ManualExecutor::new();
-/// let mut job = timer.execute_every(&ex, Duration::from_secs(1), || println!("tick"));
+/// let job = timer.execute_every(&ex, Duration::from_secs(1), || println!("tick"));
 /// for _ in 0..3 {
 ///     timer.advance(Duration::from_secs(1));
 ///     ex.run_until_idle();
@@ -344,13 +344,13 @@ impl Periodic {
     /// use viaduct::Inline;
     ///
     /// let timer = Timer::manual();
-    /// let mut job = timer.execute_every(&Inline, Duration::from_secs(1), || ());
+    /// let job = timer.execute_every(&Inline, Duration::from_secs(1), || ());
     /// assert!(job.cancel());
     /// assert!(!job.cancel());
     /// timer.advance(Duration::from_secs(5));
     /// assert_eq!(job.runs(), 0);
     /// ```
-    pub fn cancel(&mut self) -> bool {
+    pub fn cancel(&self) -> bool {
         let finished = self.join.is_finished();
         let before = self.job.claim.swap(CANCELLED, Ordering::AcqRel);
         self.timer.remove(&self.job.entry);
@@ -810,7 +810,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
     /// use viaduct::{block_on, ThreadPool, TimedExt};
     ///
     /// let pool = ThreadPool::builder().threads(1).build().unwrap();
-    /// let mut job = pool.execute_every(Duration::from_millis(1), || ());
+    /// let job = pool.execute_every(Duration::from_millis(1), || ());
     /// while job.runs() < 3 {
     ///     std::thread::sleep(Duration::from_millis(1));
     /// }
