@@ -8,7 +8,6 @@
 mod support;
 
 use std::future::{poll_fn, Future};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{mpsc, Arc, Mutex};
 use std::task::Poll;
@@ -449,16 +448,23 @@ fn a_strand_whose_runner_is_thrown_away_cancels_and_refuses() {
             Err(TaskError::Rejected(RejectReason::Closed))
         ));
 
-        // A lock on an idle strand needs no runner; the section queued
-        // behind it is cancelled when the strand dies, and so is a later
-        // lock request.
+        // A lock needs no runner: the section queued behind a guard is
+        // cancelled when the strand dies, but lock requests, queued behind
+        // it or made later, are still granted in their turn; a `with` on
+        // the dead strand says `Cancelled`. Nothing panics.
         let g = Guarded::new(Discard, 0);
         let guard = block_on(g.lock());
         let queued = g.with(|n| *n += 1);
+        let behind = g.lock_owned();
         drop(guard);
         assert!(matches!(block_on(queued), Err(TaskError::Cancelled)));
-        let dead = catch_unwind(AssertUnwindSafe(|| *block_on(g.lock())));
-        assert!(dead.is_err(), "a lock on a dead strand panics");
+        *block_on(behind) += 10;
+        *block_on(g.lock()) += 1;
+        assert!(matches!(
+            block_on(g.with(|n| *n)),
+            Err(TaskError::Cancelled)
+        ));
+        assert_eq!(*g.try_lock().unwrap(), 11);
     });
 }
 
@@ -915,5 +921,75 @@ fn posts_run_after_every_handle_of_their_strand_is_dropped() {
         pool.close();
         pool.join_workers().unwrap();
         assert_eq!(ran.load(SeqCst), 1000);
+    });
+}
+
+// The 0.2 `Guarded` additions: `try_lock`, `lock_owned`, `post`.
+
+#[test]
+fn try_lock_succeeds_only_when_nobody_holds_or_waits() {
+    within("try_lock", || {
+        let manual = ManualExecutor::new();
+        let g = Guarded::new(manual.clone(), 0u32);
+        let held = g.try_lock().expect("idle");
+        assert!(g.try_lock().is_none(), "held");
+        // A queued section keeps FIFO order: try_lock must not jump it.
+        let queued = g.with(|v| *v += 10);
+        drop(held);
+        assert!(g.try_lock().is_none(), "the queued section comes first");
+        manual.run_until_idle();
+        block_on(queued).unwrap();
+        assert_eq!(*g.try_lock().unwrap(), 10);
+    });
+}
+
+#[test]
+fn an_owned_guard_moves_into_a_task_and_keeps_the_fifo_order() {
+    within("lock_owned", || {
+        let cpu = pool(2);
+        let g = Guarded::new(cpu.clone(), Vec::new());
+        let first = block_on(g.lock_owned());
+        // Requests made while the owned guard is held queue behind it, in
+        // the order they were made (not first polled).
+        let second = g.lock_owned();
+        let third = g.with(|v| v.push("with"));
+        let worker = cpu.spawn(async move {
+            let mut guard = first;
+            guard.push("owned, in a task");
+        });
+        block_on(worker).unwrap();
+        let mut guard = block_on(second);
+        guard.push("second");
+        drop(guard);
+        block_on(third).unwrap();
+        assert_eq!(*block_on(g.lock()), ["owned, in a task", "second", "with"]);
+    });
+}
+
+#[test]
+fn posted_sections_run_in_order_with_the_others_and_report_panics() {
+    quiet_test_panics();
+    within("Guarded::post", || {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let cpu = ThreadPool::builder()
+            .threads(2)
+            .on_unobserved_panic(move |_| tx.lock().unwrap().send(()).unwrap())
+            .build()
+            .unwrap();
+        let g = Guarded::new(cpu.clone(), Vec::new());
+        for i in 0..100 {
+            g.post(move |v| v.push(i));
+        }
+        g.post(|_| panic!("{TEST_PANIC}: posted section"));
+        let all = g.with(|v| v.clone());
+        assert_eq!(block_on(all).unwrap(), (0..100).collect::<Vec<_>>());
+        rx.recv_timeout(support::DEADLINE).unwrap();
+        // Posts keep the value alive after every handle is gone.
+        let (done_tx, done) = mpsc::channel();
+        let g2 = Guarded::new(cpu.clone(), 7);
+        g2.post(move |v| done_tx.send(*v).unwrap());
+        drop(g2);
+        assert_eq!(done.recv_timeout(support::DEADLINE).unwrap(), 7);
     });
 }

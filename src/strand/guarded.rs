@@ -15,8 +15,10 @@
 //!   from then on the lock future (then its guard) owns the strand and
 //!   must pass it on when dropped;
 //! - `CANCELLED`, by the lock future's drop; the owner that reaches the
-//!   waiter skips it;
-//! - `CLOSED`, by the killing of a dead strand (see the strand's Shutdown).
+//!   waiter skips it.
+//!
+//! A dead strand (its executor threw its runner away) still grants its
+//! waiters: granting needs no executor.
 //!
 //! The grant/cancel race is settled by the one compare-and-swap that wins:
 //! a lock future whose cancel loses owns the strand and passes it on, so a
@@ -31,7 +33,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{ready, Context, Poll, Waker};
 
 use super::queue::{Header, Item, Node, NodeVTable, Pushed};
 use super::{Shared, StrandMetrics};
@@ -154,9 +156,12 @@ impl<T: Send + 'static> Guarded<T> {
     /// nothing is queued before it. Otherwise the section is queued and
     /// runs on the strand's executor.
     ///
-    /// On a closed strand (its executor closed, or shut down with work
-    /// queued) the handle resolves to
-    /// [`TaskError::Rejected`](crate::TaskError::Rejected).
+    /// On a closed strand (its executor closed) the handle resolves to
+    /// [`TaskError::Rejected`](crate::TaskError::Rejected); once its
+    /// executor threw its work away (shut down with `shutdown_now`, or
+    /// terminated with the strand's runner queued), to
+    /// [`TaskError::Cancelled`](crate::TaskError::Cancelled): a section needs
+    /// an executor to run on. [`lock`](Guarded::lock) still works then.
     ///
     /// # Examples
     ///
@@ -175,6 +180,9 @@ impl<T: Send + 'static> Guarded<T> {
         R: Send + 'static,
     {
         let core = &self.shared.core;
+        if core.is_dead() {
+            return JoinHandle::failed(TaskError::Cancelled, Exec(self.shared.clone()));
+        }
         if core.on_inner_executor() && core.acquire_briefly(true) {
             if !core.is_closed() {
                 // SAFETY: `acquire_briefly` made this thread the owner of
@@ -230,10 +238,9 @@ impl<T: Send + 'static> Guarded<T> {
     /// Dropping the future gives up the request; if its turn had already
     /// come, the strand is passed on to the next request.
     ///
-    /// # Panics
-    ///
-    /// The future panics if the strand died (its executor threw its work
-    /// away, as `shutdown_now` does) before the request's turn came.
+    /// A lock needs no executor: it is granted in its turn even after the
+    /// strand's executor shut down (sections queued before it are then
+    /// cancelled instead of run).
     ///
     /// # Examples
     ///
@@ -253,26 +260,115 @@ impl<T: Send + 'static> Guarded<T> {
     /// assert_eq!(*block_on(log.lock()), "held across await");
     /// ```
     pub fn lock(&self) -> Lock<'_, T> {
-        let core = &self.shared.core;
-        let state = if core.acquire_briefly(false) {
-            LockState::Held
-        } else {
-            let waiter = Arc::new(Waiter::new());
-            match core.push(waiter.node()) {
-                Pushed::Queued => LockState::Waiting(waiter),
-                Pushed::Owned => {
-                    // The strand went idle in between: the request is the
-                    // only item, and passing the strand on grants it.
-                    // SAFETY: the push made this thread the owner.
-                    unsafe { core.hand_on() };
-                    LockState::Waiting(waiter)
-                }
-                Pushed::Dead(_) => LockState::Dead,
-            }
-        };
         Lock {
             guarded: self,
-            state,
+            state: self.request(),
+        }
+    }
+
+    /// Like [`lock`](Guarded::lock), but the guard owns a handle of the
+    /// value instead of borrowing it, so it is `'static` and can move into
+    /// a spawned task (tokio's `lock_owned`). The request takes its place
+    /// in the FIFO order when `lock_owned` is called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::prelude::*;
+    /// use viaduct::{block_on, Guarded, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(2).build().unwrap();
+    /// let total = Guarded::new(pool.clone(), 0);
+    /// let guard = block_on(total.lock_owned());
+    /// // The guard moves into a task, which releases the value when done.
+    /// let task = pool.spawn(async move {
+    ///     let mut guard = guard;
+    ///     *guard += 1;
+    /// });
+    /// block_on(task).unwrap();
+    /// assert_eq!(*block_on(total.lock()), 1);
+    /// ```
+    pub fn lock_owned(&self) -> LockOwned<T> {
+        LockOwned {
+            guarded: self.clone(),
+            state: self.request(),
+        }
+    }
+
+    /// The strand for a section in the caller, right now, if it is free
+    /// and nobody is queued for it (so FIFO order is kept); `None`
+    /// otherwise. Never waits and never queues.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{Guarded, ManualExecutor};
+    ///
+    /// let g = Guarded::new(ManualExecutor::new(), 5);
+    /// let mut guard = g.try_lock().unwrap();
+    /// *guard += 1;
+    /// assert!(g.try_lock().is_none()); // held
+    /// drop(guard);
+    /// assert_eq!(*g.try_lock().unwrap(), 6);
+    /// ```
+    pub fn try_lock(&self) -> Option<Guard<'_, T>> {
+        self.shared.core.try_acquire().then(|| Guard {
+            guarded: self,
+            _value: PhantomData,
+        })
+    }
+
+    /// Runs `f` on the value as a section of the strand, fire-and-forget:
+    /// cheaper than [`with`](Guarded::with) (no task, no handle; one
+    /// allocation), and never inside this call. A panic of `f` goes where a
+    /// detached task's panic goes (a pool's
+    /// [`on_unobserved_panic`](crate::pool::Builder::on_unobserved_panic)
+    /// hook); if the strand is closed, `f` is dropped unrun.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, Guarded, ManualExecutor};
+    ///
+    /// let manual = ManualExecutor::new();
+    /// let log = Guarded::new(manual.clone(), Vec::new());
+    /// for i in 0..3 {
+    ///     log.post(move |v| v.push(i));
+    /// }
+    /// manual.run_until_idle();
+    /// assert_eq!(*log.try_lock().unwrap(), [0, 1, 2]);
+    /// ```
+    pub fn post<F>(&self, f: F)
+    where
+        F: FnOnce(&mut T) + Send + 'static,
+    {
+        let slot = SlotPtr(self.shared.data.0.get());
+        // The posted closure holds the value's strand alive through the
+        // runner, as a strand's posts do; the slot stays valid meanwhile.
+        self.shared.post(move || {
+            // SAFETY: a posted closure runs only as a section of the
+            // strand, which owns the value then; the runner holds the
+            // strand (and so the value) alive while it runs.
+            f(unsafe { slot.get() })
+        });
+    }
+
+    /// A request for the strand, in FIFO order from now on.
+    fn request(&self) -> LockState {
+        let core = &self.shared.core;
+        if core.acquire_briefly(false) {
+            return LockState::Held;
+        }
+        let waiter = Arc::new(Waiter::new());
+        match core.push(waiter.node()) {
+            Pushed::Queued => LockState::Waiting(waiter),
+            Pushed::Owned => {
+                // The strand went idle in between: the request is the
+                // only item, and passing the strand on grants it.
+                // SAFETY: the push made this thread the owner.
+                unsafe { core.hand_on() };
+                LockState::Waiting(waiter)
+            }
         }
     }
 
@@ -335,10 +431,42 @@ enum LockState {
     /// The strand was idle: this future owns it already.
     Held,
     Waiting(Arc<Waiter>),
-    /// The strand is dead.
-    Dead,
     /// The guard was handed out.
     Done,
+}
+
+impl LockState {
+    /// Polls the request; `Ready` once it owns the strand (and is `Done`).
+    fn poll_owned<T>(&mut self, guarded: &Guarded<T>, cx: &mut Context<'_>) -> Poll<()> {
+        match self {
+            LockState::Held => {}
+            LockState::Waiting(waiter) => {
+                if waiter.poll_granted(cx).is_pending() {
+                    let strand = guarded.shared.core.id();
+                    section::check_not_blocking_on(strand, current_task_id(), "the lock");
+                    return Poll::Pending;
+                }
+            }
+            LockState::Done => panic!("a lock request polled after it returned its guard"),
+        }
+        *self = LockState::Done;
+        Poll::Ready(())
+    }
+
+    /// Gives the request up; if it owned the strand already, passes the
+    /// strand on.
+    fn give_up<T>(&mut self, guarded: &Guarded<T>) {
+        let owns = match std::mem::replace(self, LockState::Done) {
+            LockState::Held => true,
+            LockState::Waiting(waiter) => !waiter.cancel(),
+            LockState::Done => false,
+        };
+        if owns {
+            // SAFETY: the request was granted (or found the strand idle)
+            // and no guard took over: the request owns the strand.
+            unsafe { guarded.shared.core.hand_on() };
+        }
+    }
 }
 
 impl<'a, T: Send + 'static> Future for Lock<'a, T> {
@@ -346,24 +474,7 @@ impl<'a, T: Send + 'static> Future for Lock<'a, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Guard<'a, T>> {
         let this = self.get_mut();
-        let granted = match &this.state {
-            LockState::Held => true,
-            LockState::Waiting(waiter) => match waiter.poll_granted(cx) {
-                Poll::Ready(granted) => granted,
-                Poll::Pending => {
-                    let strand = this.guarded.shared.core.id();
-                    section::check_not_blocking_on(strand, current_task_id(), "the lock");
-                    return Poll::Pending;
-                }
-            },
-            LockState::Dead => false,
-            LockState::Done => panic!("Lock polled after it returned its guard"),
-        };
-        if !granted {
-            this.state = LockState::Done;
-            panic!("the strand of this Guarded is dead: its executor threw its work away");
-        }
-        this.state = LockState::Done;
+        ready!(this.state.poll_owned(this.guarded, cx));
         Poll::Ready(Guard {
             guarded: this.guarded,
             _value: PhantomData,
@@ -373,16 +484,99 @@ impl<'a, T: Send + 'static> Future for Lock<'a, T> {
 
 impl<T> Drop for Lock<'_, T> {
     fn drop(&mut self) {
-        let owns = match std::mem::replace(&mut self.state, LockState::Done) {
-            LockState::Held => true,
-            LockState::Waiting(waiter) => !waiter.cancel(),
-            LockState::Dead | LockState::Done => false,
-        };
-        if owns {
-            // SAFETY: the request was granted (or found the strand idle)
-            // and no guard took over: this future owns the strand.
-            unsafe { self.guarded.shared.core.hand_on() };
-        }
+        self.state.give_up(self.guarded);
+    }
+}
+
+/// The future [`Guarded::lock_owned`] returns: resolves to an
+/// [`OwnedGuard`]. Dropping it gives the request up, as with [`Lock`].
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::strand::{LockOwned, OwnedGuard};
+/// use viaduct::{block_on, Guarded, Inline};
+///
+/// let g = Guarded::new(Inline, 1);
+/// let request: LockOwned<i32> = g.lock_owned();
+/// let guard: OwnedGuard<i32> = block_on(request);
+/// assert_eq!(*guard, 1);
+/// ```
+#[must_use = "a lock request is given up when dropped; await it to get the guard"]
+pub struct LockOwned<T> {
+    guarded: Guarded<T>,
+    state: LockState,
+}
+
+impl<T: Send + 'static> Future for LockOwned<T> {
+    type Output = OwnedGuard<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OwnedGuard<T>> {
+        let this = self.get_mut();
+        ready!(this.state.poll_owned(&this.guarded, cx));
+        Poll::Ready(OwnedGuard {
+            guarded: this.guarded.clone(),
+        })
+    }
+}
+
+impl<T> Drop for LockOwned<T> {
+    fn drop(&mut self) {
+        self.state.give_up(&self.guarded);
+    }
+}
+
+impl<T> fmt::Debug for LockOwned<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockOwned").finish_non_exhaustive()
+    }
+}
+
+/// A section in the caller's task, like [`Guard`], that owns a handle of
+/// the value: `'static`, so it can move into a spawned task. The strand
+/// is passed on when it drops.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, Guarded, Inline};
+///
+/// let g = Guarded::new(Inline, String::from("a"));
+/// let mut guard = block_on(g.lock_owned());
+/// std::thread::spawn(move || guard.push('b')).join().unwrap();
+/// assert_eq!(*block_on(g.lock()), "ab");
+/// ```
+#[must_use = "the strand is released as soon as the guard drops"]
+pub struct OwnedGuard<T> {
+    guarded: Guarded<T>,
+}
+
+impl<T> Deref for OwnedGuard<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: as for `Guard`: the guard owns the strand until it drops,
+        // and its handle keeps the value alive.
+        unsafe { &*self.guarded.shared.data.0.get() }
+    }
+}
+
+impl<T> DerefMut for OwnedGuard<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and `&mut self` makes this borrow unique.
+        unsafe { &mut *self.guarded.shared.data.0.get() }
+    }
+}
+
+impl<T> Drop for OwnedGuard<T> {
+    fn drop(&mut self) {
+        // SAFETY: the guard owns the strand (see `deref`) and gives it up.
+        unsafe { self.guarded.shared.core.hand_on() };
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for OwnedGuard<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -449,7 +643,6 @@ impl<T: fmt::Debug> fmt::Debug for Guard<'_, T> {
 const WAITING: usize = 0;
 const GRANTED: usize = 1;
 const CANCELLED: usize = 2;
-const CLOSED: usize = 3;
 
 /// A lock request in a strand's queue: a queue node shared (as an `Arc`)
 /// by the queue and the lock future. See the module's ground rules.
@@ -462,8 +655,7 @@ struct Waiter {
     waker: Mutex<Option<Waker>>,
 }
 
-/// A lock request in the queue: running it grants it, discarding it tells
-/// it that the strand is dead.
+/// A lock request in the queue: running it grants it.
 const WAITER_VTABLE: NodeVTable = NodeVTable {
     run: Waiter::run,
     discard: Waiter::discard,
@@ -507,9 +699,12 @@ impl Waiter {
     /// # Safety
     ///
     /// As for [`take`](Waiter::take).
+    /// A request dropped unrun, with the queue holding it: only when the
+    /// strand itself goes, which no live request allows (its future holds
+    /// the `Guarded`), so nobody waits on it.
     unsafe fn discard(header: NonNull<Header>) {
         // SAFETY: the caller's contract.
-        unsafe { Waiter::take(header) }.close()
+        drop(unsafe { Waiter::take(header) })
     }
 
     /// For the strand's owner: hands it the strand, unless the request was
@@ -530,17 +725,6 @@ impl Waiter {
         true
     }
 
-    /// For the killing of a dead strand: tells the lock future.
-    fn close(&self) {
-        if self
-            .state
-            .compare_exchange(WAITING, CLOSED, Release, Relaxed)
-            .is_ok()
-        {
-            self.wake();
-        }
-    }
-
     fn wake(&self) {
         let waker = crate::loom::lock(&self.waker).take();
         if let Some(w) = waker {
@@ -548,22 +732,19 @@ impl Waiter {
         }
     }
 
-    /// For the lock future: `Ready(true)` once granted, `Ready(false)` if
-    /// the strand died; otherwise registers the waker.
-    fn poll_granted(&self, cx: &mut Context<'_>) -> Poll<bool> {
+    /// For the lock future: `Ready` once granted; otherwise registers the
+    /// waker.
+    fn poll_granted(&self, cx: &mut Context<'_>) -> Poll<()> {
         // Acquire pairs with the grant's release: the new owner sees what
         // the old one wrote.
-        match self.state.load(Acquire) {
-            GRANTED => return Poll::Ready(true),
-            CLOSED => return Poll::Ready(false),
-            _ => {}
+        if self.state.load(Acquire) == GRANTED {
+            return Poll::Ready(());
         }
         let mut slot = crate::loom::lock(&self.waker);
         // Checked again under the lock: a grant after this check takes the
         // lock after us and finds the waker.
         match self.state.load(Acquire) {
-            GRANTED => Poll::Ready(true),
-            CLOSED => Poll::Ready(false),
+            GRANTED => Poll::Ready(()),
             _ => {
                 match &mut *slot {
                     Some(w) if w.will_wake(cx.waker()) => {}

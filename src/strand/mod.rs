@@ -54,15 +54,17 @@
 //!    strand refuses new tasks (as does a closed inner executor).
 //! 2. If the inner executor throws the runner away (a pool shut down with
 //!    `shutdown_now`, or one that terminated), the runner's drop, as owner,
-//!    *kills* the strand: queued tasks are dropped (their handles say
-//!    `Cancelled`), lock waiters are told, and later submissions are
-//!    dropped too; the strand reports itself closed.
+//!    marks the strand *dead*: from then on it has no runner, and every
+//!    owner that would start one drains the queue instead. Tasks and
+//!    posted closures are dropped (their handles say `Cancelled`), and
+//!    lock requests are still granted in their turn: a lock needs no
+//!    executor, so a `Guarded` stays usable as a lock. New tasks are
+//!    refused; the strand reports itself closed.
 //! 3. Handles, the tasks whose home the strand is, and the runner from its
 //!    start until it gives the strand up all hold the strand, so it lives
 //!    while anything queued on it may still run (a posted closure holds
 //!    nothing: the runner holds the strand for it). When the last
-//!    reference goes, the parked runner is scheduled once more by
-//!    async-task, to be dropped.
+//!    reference goes, the runner is cancelled and its future dropped.
 //!
 //! # Examples
 //!
@@ -115,7 +117,7 @@ use crate::task::{
     RejectReason, Runnable, TaskError,
 };
 use crate::trace::trace_event;
-pub use guarded::{Guard, Guarded, Lock};
+pub use guarded::{Guard, Guarded, Lock, LockOwned, OwnedGuard};
 pub use keyed::KeyedStrands;
 use queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Taken};
 
@@ -283,10 +285,7 @@ impl Strand {
     where
         F: FnOnce() + Send + 'static,
     {
-        let core = &self.shared.core;
-        if let Ok(admission) = core.admit() {
-            core.submit(queue::call(f, admission));
-        }
+        self.shared.post(f)
     }
 
     /// Runs `f` right here if the caller is already running inside this
@@ -418,6 +417,7 @@ impl<D: Send + Sync + 'static> Shared<D> {
                     held: OwnerCell::new(None),
                     inner,
                     closed: AtomicBool::new(false),
+                    dead: AtomicBool::new(false),
                     queued: AtomicU64::new(0),
                     batches: AtomicU64::new(0),
                     inline: AtomicU64::new(0),
@@ -425,6 +425,17 @@ impl<D: Send + Sync + 'static> Shared<D> {
                 data,
             }
         })
+    }
+
+    /// Queues `f` to run as a section, admitted by the strand's executor
+    /// as a task of it would be; dropped if the strand is closed.
+    pub(crate) fn post<F>(&self, f: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        if let Ok(admission) = self.core.admit() {
+            self.core.submit(queue::call(f, admission));
+        }
     }
 
     /// Spawns `future` as a task of this strand, admitted by the strand's
@@ -476,6 +487,9 @@ pub(crate) struct Core {
     held: OwnerCell<Option<Arc<dyn Any + Send + Sync>>>,
     inner: Exec,
     closed: AtomicBool,
+    /// Set once, by the runner's drop as owner: the strand has no runner
+    /// any more (Shutdown step 2).
+    dead: AtomicBool,
     /// Written by the owner only (a load and a store), read by anyone.
     queued: AtomicU64,
     batches: AtomicU64,
@@ -488,8 +502,6 @@ impl Core {
             Pushed::Queued => {}
             // SAFETY: the push made this thread the owner.
             Pushed::Owned => unsafe { self.start_runner() },
-            // Dropping a runnable cancels its task.
-            Pushed::Dead(item) => drop(item),
         }
     }
 
@@ -499,6 +511,11 @@ impl Core {
     ///
     /// The caller owns the strand, and gives ownership up by this call.
     unsafe fn start_runner(&self) {
+        // Acquire: the owner that marked the strand dead released it since.
+        if self.dead.load(Acquire) {
+            // SAFETY: the caller owns the strand.
+            return unsafe { self.drain_dead() };
+        }
         // SAFETY: the caller owns the strand, and is not the runner (which
         // keeps the strand by waking itself), so nothing is held yet. The
         // upgrade succeeds: the caller reached the strand through a strong
@@ -622,25 +639,38 @@ impl Core {
         Poll::Pending
     }
 
-    /// Kills the strand (Shutdown step 2).
+    /// Marks the strand dead (Shutdown step 2) and drains it.
     ///
     /// # Safety
     ///
-    /// The caller owns the strand.
+    /// The caller owns the strand: the runner, being dropped.
     unsafe fn kill(&self) {
-        trace_event!("strand killed: its runner was dropped");
-        let queued = self.queue.kill();
+        trace_event!("strand dead: its runner was dropped");
+        self.dead.store(true, Release);
         // SAFETY: the caller owns the strand.
-        let batch = unsafe { self.batch.with_mut(std::mem::take) };
-        // The runner's drop holds the strand itself, so this is not the
-        // last reference.
-        // SAFETY: the caller owns the strand.
-        let held = unsafe { self.held.with_mut(Option::take) };
-        drop(held);
-        // Dropping a runnable cancels its task; dropping a lock request
-        // tells its future that the strand is dead.
-        drop(batch);
-        drop(queued);
+        unsafe { self.drain_dead() };
+    }
+
+    /// What a dead strand's owner does instead of starting the runner:
+    /// drop the tasks and posted closures in line (cancelling them) and
+    /// grant the lock requests, until the strand is parked by a grant or
+    /// idle. Every caller holds a strong reference of its own (the
+    /// runner's drop, a handle, a guard, a task of the strand), so
+    /// dropping what is queued cannot free the strand under it.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand, and gives ownership up by this call.
+    unsafe fn drain_dead(&self) {
+        // SAFETY: the caller owns the strand while `next` returns items.
+        while let Some(item) = unsafe { self.next() } {
+            drop(item);
+        }
+    }
+
+    /// `true` once the strand's executor threw its runner away.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Acquire)
     }
 
     fn close(&self) {
@@ -650,11 +680,11 @@ impl Core {
     /// `true` if the strand takes no new work: closed itself, dead, or
     /// over a closed executor.
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(SeqCst) || self.queue.is_dead() || self.inner.is_closed()
+        self.closed.load(SeqCst) || self.is_dead() || self.inner.is_closed()
     }
 
     fn refused(&self) -> bool {
-        self.closed.load(SeqCst) || self.queue.is_dead()
+        self.closed.load(SeqCst) || self.is_dead()
     }
 
     fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
@@ -708,13 +738,24 @@ impl Core {
         self.me.as_ptr() as *const ()
     }
 
+    /// Takes the strand over if it is idle with nothing queued: FIFO order
+    /// is kept, since nobody is waiting. Counts a section that did not
+    /// queue.
+    pub(crate) fn try_acquire(&self) -> bool {
+        let acquired = self.queue.try_acquire(false);
+        if acquired {
+            bump(&self.inline, 1);
+        }
+        acquired
+    }
+
     /// `true` if the caller is a task of the strand's executor, running on
     /// it: a section may run right here without leaving that executor.
     pub(crate) fn on_inner_executor(&self) -> bool {
         with_current_task(|t| t.is_some_and(|t| t.with_executor(|ex| ex.same_as(&self.inner))))
     }
 
-    pub(crate) fn push(&self, item: Item) -> Pushed<Item> {
+    pub(crate) fn push(&self, item: Item) -> Pushed {
         self.queue.push(item)
     }
 
@@ -898,6 +939,32 @@ mod loom_model {
             assert_eq!(log.len(), 5, "{log:?}");
             let pos = |n| log.iter().position(|&x| x == n).unwrap();
             assert!(pos("a1") < pos("a2") && pos("b1") < pos("b2") && pos("b2") < pos("b3"));
+        });
+    }
+
+    /// The executor stops (dropping the runner if it comes later) while a
+    /// section is queued and another thread asks for the lock: the lock is
+    /// granted either way, and the section ran iff its handle says so.
+    #[test]
+    fn a_dead_strand_still_grants_its_lock() {
+        loom::model(|| {
+            let worker = Worker::new();
+            let running = {
+                let w = worker.clone();
+                thread::spawn(move || w.work())
+            };
+            let g = Guarded::new(worker.clone(), 0usize);
+            let section = g.with(|n| *n += 1);
+            let locker = {
+                let g = g.clone();
+                thread::spawn(move || *wait(g.lock()) += 10)
+            };
+            worker.stop();
+            locker.join().unwrap();
+            running.join().unwrap();
+            let ran = wait(section).is_ok();
+            let value = *wait(g.lock());
+            assert_eq!(value, if ran { 11 } else { 10 });
         });
     }
 }

@@ -10,7 +10,6 @@
 //!  head = top item's word | OWNED  owned; the stack holds what was submitted
 //!  head = QUICK                    owned by a section run on the spot, and
 //!                                  nothing submitted yet
-//!  head = DEAD                     dead for good
 //! ```
 //!
 //! - A submission is one compare-and-swap that links the item on top and
@@ -23,8 +22,6 @@
 //!   owner is running a short synchronous section and will give the strand
 //!   up in a moment, so spinning a little beats queueing. The first push
 //!   replaces it with an ordinary owned head.
-//! - `DEAD` is set once, by the owner, when the strand can never run again
-//!   (its executor dropped its runner); submissions are handed back.
 //!
 //! Only pushes and whole-stack swaps touch `head`, never a single pop, so
 //! the ABA problem of Treiber stacks does not arise: a push whose CAS
@@ -50,14 +47,10 @@ use crate::task::Runnable;
 /// by the owner, in [`Queue::take`], when the stack is empty.
 const OWNED: usize = 0b001;
 
-/// The whole of `head` once the owner called [`Queue::kill`]; never left.
-/// No item word is this small.
-const DEAD: usize = 0b010;
-
 /// The whole of `head` while the owner took the strand with
 /// `try_acquire(true)` and nothing was pushed since. No item word is this
-/// small either.
-const QUICK: usize = OWNED | 0b010;
+/// small.
+const QUICK: usize = 0b011;
 
 /// The top item's word in `head`, or 0.
 fn top(head: usize) -> usize {
@@ -106,13 +99,11 @@ pub(crate) unsafe trait Link: Sized {
 
 /// What a push found.
 #[must_use]
-pub(crate) enum Pushed<I> {
+pub(crate) enum Pushed {
     /// Someone owns the strand; it will get to the item.
     Queued,
     /// The strand was idle: the caller owns it now and must start it.
     Owned,
-    /// The strand is dead; here is the item back.
-    Dead(I),
 }
 
 /// What [`Queue::peek`] saw.
@@ -125,8 +116,6 @@ pub(crate) enum Peek {
     Quick,
     /// Someone owns it and work is queued.
     Queued,
-    /// The strand is dead.
-    Dead,
 }
 
 /// What the owner's [`Queue::take`] found.
@@ -162,16 +151,11 @@ impl<I: Link> Queue<I> {
     }
 
     /// Submits `item`: one compare-and-swap (retried only under contention).
-    pub(crate) fn push(&self, item: I) -> Pushed<I> {
+    pub(crate) fn push(&self, item: I) -> Pushed {
         let word = item.into_word();
         debug_assert!(word > 3 && word & OWNED == 0, "a bad item word");
         let mut head = self.head.load(Relaxed);
         loop {
-            if head == DEAD {
-                // SAFETY: `word` came from `into_word` just above and was not
-                // published.
-                return Pushed::Dead(unsafe { I::from_word(word) });
-            }
             // SAFETY: `word` is ours until the CAS below publishes it.
             unsafe { I::set_next(word, top(head)) };
             // Release publishes the item (and its link) to the owner that
@@ -206,7 +190,6 @@ impl<I: Link> Queue<I> {
             0 => Peek::Idle,
             OWNED => Peek::Busy,
             QUICK => Peek::Quick,
-            DEAD => Peek::Dead,
             _ => Peek::Queued,
         }
     }
@@ -233,19 +216,6 @@ impl<I: Link> Queue<I> {
             let (list, n) = unsafe { List::reversed(top) };
             return Taken::Batch(list, n);
         }
-    }
-
-    /// For the owner: marks the strand dead for good and returns what was
-    /// still queued. From now on every push is handed back.
-    pub(crate) fn kill(&self) -> List<I> {
-        let top = top(self.head.swap(DEAD, Acquire));
-        // SAFETY: as in `take`.
-        unsafe { List::reversed(top).0 }
-    }
-
-    /// `true` once [`kill`](Queue::kill) was called.
-    pub(crate) fn is_dead(&self) -> bool {
-        self.head.load(Relaxed) == DEAD
     }
 }
 
@@ -674,7 +644,6 @@ mod loom_model {
             match self.queue.push(item) {
                 Pushed::Queued => {}
                 Pushed::Owned => self.drain(),
-                Pushed::Dead(_) => unreachable!(),
             }
         }
 
@@ -745,28 +714,6 @@ mod loom_model {
                     assert!(pos(0) < pos(10));
                 }
             }
-        });
-    }
-
-    /// A push racing the owner's kill is either drained by the kill or
-    /// handed back: never lost, never stranded.
-    #[test]
-    fn push_vs_kill() {
-        loom::model(|| {
-            let queue = Arc::new(Queue::<Item>::new());
-            assert!(queue.try_acquire(false));
-            let pusher = {
-                let queue = queue.clone();
-                thread::spawn(move || match queue.push(item(0, 0, false)) {
-                    Pushed::Queued => 0,
-                    Pushed::Dead(_) => 1,
-                    Pushed::Owned => unreachable!("the strand is owned until killed"),
-                })
-            };
-            let drained = queue.kill().count();
-            let handed_back = pusher.join().unwrap();
-            assert_eq!(drained + handed_back, 1);
-            assert!(queue.is_dead());
         });
     }
 }
