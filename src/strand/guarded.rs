@@ -328,7 +328,7 @@ impl<T: Send + 'static> Guarded<T> {
     /// # Examples
     ///
     /// ```
-    /// use viaduct::{block_on, Guarded, ManualExecutor};
+    /// use viaduct::{Guarded, ManualExecutor};
     ///
     /// let manual = ManualExecutor::new();
     /// let log = Guarded::new(manual.clone(), Vec::new());
