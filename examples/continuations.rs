@@ -1,4 +1,4 @@
-//! Continuations: the seed-000 scene, and hopping in and out of a strand.
+//! Continuations across executors, and hopping in and out of a strand.
 //!
 //! Boost's `async(ser, f).then(iex, g).then(pool, h)`: step 1 runs on a
 //! strand over a pool, step 2 on `Inline` (on the thread that finished
@@ -70,7 +70,7 @@ fn main() {
     for (i, name) in block_on(names).unwrap().iter().enumerate() {
         println!("step {}: {name}", i + 1);
     }
-    fresh.join().unwrap();
+    fresh.join_threads().unwrap();
 
     println!("-- hop into the strand and back out: one task at a time inside");
     let tasks: Vec<_> = (0..4)

@@ -1,4 +1,4 @@
-//! The boost fork-join scene (seed 000): 100 tasks on a pool, each submits
+//! Fork-join inside a pool: 100 tasks on a pool, each submits
 //! 100 children to the same pool and waits for all of them.
 //!
 //! Waiting by blocking the worker thread (boost's `wait_for_all`) deadlocks

@@ -1,4 +1,4 @@
-//! boost's `loop_executor` (seed 000): an executor with a queue and no
+//! boost's `loop_executor`: an executor with a queue and no
 //! thread of its own, driven by a thread you donate, or run on demand.
 //!
 //! `cargo run --release --example loop_executor`

@@ -1,4 +1,4 @@
-//! The strands article's scene (seed 004): 4 worker threads serve 8
+//! Strands against a mutex: 4 worker threads serve 8
 //! connections; each connection submits tasks of 5 to 15 ms that must not
 //! run two at a time.
 //!

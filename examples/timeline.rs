@@ -1,5 +1,5 @@
-//! The strands article's scene (seed 004) on a timeline, as the article
-//! showed it with a profiler: 4 workers serve 8 connections whose tasks
+//! Strands against a mutex, on a timeline you can open in a profiler
+//! (Perfetto, chrome://tracing): 4 workers serve 8 connections whose tasks
 //! (5 to 15 ms each) must never run two at a time, first with a
 //! `std::sync::Mutex` per connection, then with a `Strand` per connection.
 //!

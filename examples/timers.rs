@@ -1,6 +1,6 @@
-//! Seed 001's timed tasks, scaled down to about three seconds.
+//! Timed tasks on a pool, in about three seconds.
 //!
-//! The seed's pool runs task A two seconds from now and task B one second
+//! A pool runs task A two seconds from now and task B one second
 //! from now, so B starts first; and a periodic task prints every second.
 //! Here the times are halved: A after 1 s, B after 0.5 s, each working for
 //! 0.5 s; the periodic task ticks every 0.5 s and is cancelled after five

@@ -173,7 +173,7 @@ fn thread_per_task(rows: &mut Vec<Row>) {
     let blocking = ThreadPerTask::new("blocking");
     let handles: Vec<_> = (0..2).map(|_| blocking.run(here)).collect();
     let ran_on: Vec<String> = handles.into_iter().map(|h| block_on(h).unwrap()).collect();
-    blocking.join().unwrap();
+    blocking.join_threads().unwrap();
     println!("  ran on {}", ran_on.join(" and "));
     assert_all_on(&ran_on, "blocking", "thread-per-task");
     assert_eq!(

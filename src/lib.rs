@@ -190,8 +190,6 @@ mod inline;
 mod loom;
 mod manual;
 pub mod metrics;
-#[cfg(all(test, not(loom)))]
-mod miri_smoke;
 pub mod pool;
 pub mod prelude;
 pub mod priority;

@@ -86,7 +86,7 @@ pub struct ManualMetrics {
 ///
 /// let ex = ThreadPerTask::new("metrics");
 /// block_on(ex.run(|| ())).unwrap();
-/// ex.join().unwrap();
+/// ex.join_threads().unwrap();
 /// let m = ex.metrics();
 /// assert_eq!((m.started, m.running), (1, 0));
 /// ```

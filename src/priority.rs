@@ -1,5 +1,5 @@
-//! [`PriorityExecutor`]: priorities over any executor (the course's
-//! priority decorator and its `FixPriority`).
+//! [`PriorityExecutor`]: priorities over any executor, and
+//! [`FixedPriority`], an executor that submits at one fixed priority.
 //!
 //! Runnables wait in a heap ordered by priority, then by arrival. Each one
 //! pushed schedules one *pump* on the inner executor; a pump, when the
@@ -76,8 +76,8 @@ use crate::task::{
 ///
 /// # Examples
 ///
-/// The course's scene: on a one-thread pool, A runs; meanwhile B (low) and
-/// then C (high) are queued; C runs before B.
+/// On a one-thread pool, A runs; meanwhile B (low) and then C (high) are
+/// queued; C runs before B.
 ///
 /// ```
 /// use std::sync::{mpsc, Arc, Mutex};
@@ -111,7 +111,7 @@ pub struct PriorityExecutor {
 }
 
 /// An executor that submits everything to a [`PriorityExecutor`] at one
-/// priority (the course's `FixPriority`). Made by
+/// priority, so code that takes any executor submits at that level. Made by
 /// [`PriorityExecutor::fixed`].
 ///
 /// # Examples
@@ -269,7 +269,7 @@ impl PriorityExecutor {
     }
 
     /// An executor that submits here at `priority`, for code that takes
-    /// any executor (the course's `FixPriority`).
+    /// any executor.
     ///
     /// # Examples
     ///

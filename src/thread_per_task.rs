@@ -6,12 +6,12 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crate::executor::{impl_spawn, Executor};
 use crate::metrics::ThreadPerTaskMetrics;
-use crate::pool::JoinError;
+use crate::pool::WaitError;
 use crate::task::Runnable;
 
 /// Runs each scheduled runnable on a new, named OS thread
 /// (`{name}-0`, `{name}-1`, ...). For blocking work that must not occupy a
-/// pool worker; [`join`](ThreadPerTask::join) waits for all of its threads.
+/// pool worker; [`join_threads`](ThreadPerTask::join_threads) waits for all of its threads.
 ///
 /// A task that is woken again gets a new thread for each wake-up.
 ///
@@ -23,7 +23,7 @@ use crate::task::Runnable;
 /// let ex = ThreadPerTask::new("blocking");
 /// let h = ex.run(|| std::thread::current().name().unwrap().to_owned());
 /// assert!(block_on(h).unwrap().starts_with("blocking-"));
-/// ex.join().unwrap();
+/// ex.join_threads().unwrap();
 /// ```
 #[derive(Clone)]
 pub struct ThreadPerTask {
@@ -59,7 +59,7 @@ impl ThreadPerTask {
     /// let second = block_on(ex.run(|| std::thread::current().name().map(str::to_owned))).unwrap();
     /// assert_eq!(first.as_deref(), Some("io-0"));
     /// assert_eq!(second.as_deref(), Some("io-1")); // a new thread each time
-    /// ex.join().unwrap();
+    /// ex.join_threads().unwrap();
     /// ```
     pub fn new(name: impl Into<String>) -> ThreadPerTask {
         let name = name.into();
@@ -79,7 +79,7 @@ impl ThreadPerTask {
     ///
     /// # Errors
     ///
-    /// [`JoinError`] if called from one of those threads, which would wait
+    /// [`WaitError`] if called from one of those threads, which would wait
     /// for itself.
     ///
     /// # Examples
@@ -87,7 +87,7 @@ impl ThreadPerTask {
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
     /// use std::sync::Arc;
-    /// use viaduct::pool::JoinError;
+    /// use viaduct::pool::WaitError;
     /// use viaduct::{block_on, ExecutorExt, ThreadPerTask};
     ///
     /// let ex = ThreadPerTask::new("blocking");
@@ -98,15 +98,15 @@ impl ThreadPerTask {
     ///         done.fetch_add(1, Ordering::SeqCst);
     ///     });
     /// }
-    /// ex.join().unwrap();
+    /// ex.join_threads().unwrap();
     /// assert_eq!(done.load(Ordering::SeqCst), 3);
     ///
     /// let inner = ex.clone();
-    /// assert_eq!(block_on(ex.run(move || inner.join())).unwrap(), Err(JoinError::OwnThread));
+    /// assert_eq!(block_on(ex.run(move || inner.join_threads())).unwrap(), Err(WaitError::OwnThread));
     /// ```
-    pub fn join(&self) -> Result<(), JoinError> {
+    pub fn join_threads(&self) -> Result<(), WaitError> {
         if std::ptr::eq(OWNER.with(Cell::get), Arc::as_ptr(&self.shared)) {
-            return Err(JoinError::OwnThread);
+            return Err(WaitError::OwnThread);
         }
         let mut running = self.shared.running();
         while *running > 0 {
@@ -131,7 +131,7 @@ impl ThreadPerTask {
     /// for _ in 0..3 {
     ///     block_on(ex.run(|| ())).unwrap();
     /// }
-    /// ex.join().unwrap();
+    /// ex.join_threads().unwrap();
     /// let m = ex.metrics();
     /// assert_eq!((m.started, m.running), (3, 0));
     /// ```

@@ -27,7 +27,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::within;
+use support::{pool, within};
 use viaduct::time::Scheduled;
 use viaduct::{
     block_on, Exec, Executor, ExecutorExt, Guarded, JoinHandle, KeyedStrands, ManualExecutor,
@@ -344,14 +344,6 @@ fn balance(what: &str, ledger: &Ledger, [ran, cancelled, rejected, posts_dropped
     assert!(ran > 0 && rejected > 0, "{what}: the race had both sides");
 }
 
-fn pool(name: &str, threads: usize) -> ThreadPool {
-    ThreadPool::builder()
-        .threads(threads)
-        .name(name)
-        .build()
-        .unwrap()
-}
-
 fn rig_over(main: Exec, other: Exec, locks: bool) -> Rig {
     Rig {
         strand: Strand::new(main.clone()),
@@ -469,7 +461,7 @@ fn a_thread_per_task_executor_closed_under_eight_submitters_runs_or_refuses_ever
                 Handle::Timed(h) => h.is_finished(),
             });
             if ended {
-                tpt.join().unwrap();
+                tpt.join_threads().unwrap();
                 io.join_workers().unwrap();
                 break settle(&ledger, owed);
             }

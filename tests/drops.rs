@@ -19,11 +19,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::channel::oneshot;
-use support::{quiet_test_panics, within, DEADLINE, TEST_PANIC};
+use support::{pool, quiet_test_panics, within, DEADLINE, TEST_PANIC};
 use viaduct::time::Timer;
 use viaduct::{
     block_on, Exec, Executor, ExecutorExt, Guarded, Inline, JoinHandle, ManualExecutor,
-    PriorityExecutor, Strand, TaskError, ThreadPerTask, ThreadPool,
+    PriorityExecutor, Strand, TaskError, ThreadPerTask,
 };
 
 /// Per-token drop counts and run flags.
@@ -147,14 +147,6 @@ impl Gate {
             open = self.0 .1.wait(open).unwrap();
         }
     }
-}
-
-fn pool(name: &str, threads: usize) -> ThreadPool {
-    ThreadPool::builder()
-        .threads(threads)
-        .name(name)
-        .build()
-        .unwrap()
 }
 
 fn cancelled<T: std::fmt::Debug>(h: JoinHandle<T>) {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures::channel::oneshot;
 use support::{quiet_test_panics, within, DEADLINE, TEST_PANIC};
-use viaduct::pool::JoinError;
+use viaduct::pool::WaitError;
 use viaduct::{
     block_on, Exec, Executor, ExecutorExt, Inline, ManualExecutor, RejectReason, Runnable,
     TaskError, ThreadPerTask, ThreadPool,
@@ -427,7 +427,7 @@ fn thread_per_task_names_its_threads_and_join_waits_for_them() {
                 })
             })
             .collect();
-        ex.join().unwrap();
+        ex.join_threads().unwrap();
         assert_eq!(finished.load(SeqCst), 3, "join returned before its threads");
         let ran: Vec<_> = handles.into_iter().map(|h| block_on(h).unwrap()).collect();
         let names: BTreeSet<_> = ran.iter().map(|(n, _)| n.as_str()).collect();
@@ -443,10 +443,10 @@ fn thread_per_task_join_from_its_own_thread_is_an_error() {
         let ex = ThreadPerTask::new("self");
         let me = ex.clone();
         assert_eq!(
-            block_on(ex.run(move || me.join())).unwrap(),
-            Err(JoinError::OwnThread)
+            block_on(ex.run(move || me.join_threads())).unwrap(),
+            Err(WaitError::OwnThread)
         );
-        ex.join().unwrap();
+        ex.join_threads().unwrap();
     });
 }
 
@@ -479,7 +479,7 @@ fn thread_per_task_runs_each_wake_up_on_a_new_thread() {
             block_on(task).unwrap(),
             ("wake-0".to_owned(), "wake-1".to_owned())
         );
-        ex.join().unwrap();
+        ex.join_threads().unwrap();
     });
 }
 
@@ -494,7 +494,7 @@ fn thread_per_task_closed_hands_work_back() {
         block_on(ex.spawn(async {})),
         Err(TaskError::Rejected(RejectReason::Closed))
     ));
-    ex.join().unwrap();
+    ex.join_threads().unwrap();
 }
 
 // ---- Exec and user executors ----
@@ -608,7 +608,7 @@ fn futures_spawn_runs_detached_work_and_reports_closed_or_full_as_shutdown() {
         SpawnExt::spawn(&Exec::new(manual.clone()), job()).unwrap();
         SpawnExt::spawn(&tpt, job()).unwrap();
         assert_eq!(manual.run_until_idle(), 2);
-        tpt.join().unwrap();
+        tpt.join_threads().unwrap();
         assert_eq!(ran.load(SeqCst), 4);
 
         assert!(manual.status().is_ok() && tpt.status().is_ok());

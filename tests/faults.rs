@@ -12,21 +12,13 @@ use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
-use support::{quiet_test_panics, within, DEADLINE, TEST_PANIC};
+use support::{pool, quiet_test_panics, within, DEADLINE, TEST_PANIC};
 use viaduct::future::HopError;
-use viaduct::pool::{BuildError, JoinError};
+use viaduct::pool::{BuildError, WaitError};
 use viaduct::{
     block_on, hop_to, try_hop_to, Executor, ExecutorExt, Guarded, Inline, KeyedStrands,
     ManualExecutor, RejectReason, Runnable, Strand, TaskError, ThreadPerTask, ThreadPool,
 };
-
-fn pool(name: &str, threads: usize) -> ThreadPool {
-    ThreadPool::builder()
-        .threads(threads)
-        .name(name)
-        .build()
-        .unwrap()
-}
 
 // 1. Lost wake-up in `block_on` off the pool.
 
@@ -424,7 +416,7 @@ fn a_nul_in_a_thread_per_task_name_never_panics_in_spawn() {
 // 10. Smaller faults.
 
 /// Shuts its pool down when dropped and says how that went.
-struct ShutsDownOnDrop(ThreadPool, mpsc::Sender<Result<(), JoinError>>);
+struct ShutsDownOnDrop(ThreadPool, mpsc::Sender<Result<(), WaitError>>);
 
 impl Drop for ShutsDownOnDrop {
     fn drop(&mut self) {
@@ -457,7 +449,7 @@ fn a_shutdown_from_a_drop_while_the_worker_drains_is_an_own_thread_error() {
         go.send(()).unwrap();
         assert_eq!(
             results.recv_timeout(DEADLINE).unwrap(),
-            Err(JoinError::OwnThread)
+            Err(WaitError::OwnThread)
         );
         assert_eq!(stopper.join().unwrap(), Ok(()));
         block_on(busy).unwrap();

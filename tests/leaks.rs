@@ -51,10 +51,12 @@ const CYCLES: usize = 10_000;
 /// more.
 const SLACK: isize = 16 * 1024;
 
-/// Runs `cycle` `CYCLES` times after a warm-up, waits until the pool has
-/// run everything the cycles left behind, and returns the growth of the
-/// live heap.
-fn growth(pool: &ThreadPool, ran: &AtomicUsize, mut cycle: impl FnMut(usize)) -> isize {
+/// Runs `cycle` (given the cycle's number and a counter its work bumps
+/// once when it has run) `CYCLES` times after a warm-up, waits until the
+/// pool has run everything the cycles left behind, and asserts that the
+/// live heap did not grow.
+fn check(what: &str, pool: &ThreadPool, mut cycle: impl FnMut(usize, Arc<AtomicUsize>)) {
+    let ran = Arc::new(AtomicUsize::new(0));
     let settle = |expected: usize| {
         while ran.load(SeqCst) < expected {
             std::thread::yield_now();
@@ -66,18 +68,15 @@ fn growth(pool: &ThreadPool, ran: &AtomicUsize, mut cycle: impl FnMut(usize)) ->
         }
     };
     for i in 0..100 {
-        cycle(i);
+        cycle(i, ran.clone());
     }
     settle(100);
     let before = LIVE.load(SeqCst);
     for i in 0..CYCLES {
-        cycle(i);
+        cycle(i, ran.clone());
     }
     settle(100 + CYCLES);
-    LIVE.load(SeqCst) - before
-}
-
-fn check(what: &str, grew: isize) {
+    let grew = LIVE.load(SeqCst) - before;
     assert!(
         grew < SLACK,
         "{what}: live heap grew by {grew} B over {CYCLES} cycles ({} B a cycle)",
@@ -93,78 +92,41 @@ fn strand_types_leave_the_heap_flat_over_ten_thousand_cycles() {
             .name("leak")
             .build()
             .unwrap();
-        let ran = Arc::new(AtomicUsize::new(0));
+        let bump = |ran: Arc<AtomicUsize>| {
+            move || {
+                ran.fetch_add(1, SeqCst);
+            }
+        };
 
         // A strand dropped with a post queued: its last reference goes in
         // the runner's poll.
-        let counter = ran.clone();
-        check(
-            "Strand::post then drop",
-            growth(&pool, &ran, |_| {
-                let c = counter.clone();
-                Strand::new(pool.clone()).post(move || {
-                    c.fetch_add(1, SeqCst);
-                });
-            }),
-        );
-
-        ran.store(0, SeqCst);
-        let counter = ran.clone();
-        check(
-            "Strand::run awaited, then drop",
-            growth(&pool, &ran, |_| {
-                let c = counter.clone();
-                let strand = Strand::new(pool.clone());
-                block_on(strand.run(move || c.fetch_add(1, SeqCst))).unwrap();
-            }),
-        );
-
-        ran.store(0, SeqCst);
-        let counter = ran.clone();
-        check(
-            "drop(Guarded::new(pool, big).with(..))",
-            growth(&pool, &ran, |_| {
-                let c = counter.clone();
-                drop(Guarded::new(pool.clone(), [7u8; 512]).with(move |v| {
-                    c.fetch_add(1, SeqCst);
-                    v[0]
-                }));
-            }),
-        );
-
-        ran.store(0, SeqCst);
-        let counter = ran.clone();
-        check(
-            "Guarded::lock then drop",
-            growth(&pool, &ran, |_| {
-                let g = Guarded::new(pool.clone(), 0u64);
-                *block_on(g.lock()) += 1;
-                counter.fetch_add(1, SeqCst);
-            }),
-        );
-
-        ran.store(0, SeqCst);
-        let counter = ran.clone();
-        check(
-            "KeyedStrands::execute then drop",
-            growth(&pool, &ran, |i| {
-                let c = counter.clone();
-                KeyedStrands::new(pool.clone()).execute(i % 7, move || {
-                    c.fetch_add(1, SeqCst);
-                });
-            }),
-        );
-
-        ran.store(0, SeqCst);
-        let counter = ran.clone();
+        check("Strand::post then drop", &pool, |_, ran| {
+            Strand::new(pool.clone()).post(bump(ran));
+        });
+        check("Strand::run awaited, then drop", &pool, |_, ran| {
+            block_on(Strand::new(pool.clone()).run(bump(ran))).unwrap();
+        });
+        check("drop(Guarded::new(pool, big).with(..))", &pool, |_, ran| {
+            let bump = bump(ran);
+            drop(Guarded::new(pool.clone(), [7u8; 512]).with(move |v| {
+                bump();
+                v[0]
+            }));
+        });
+        check("Guarded::lock then drop", &pool, |_, ran| {
+            let g = Guarded::new(pool.clone(), 0u64);
+            *block_on(g.lock()) += 1;
+            bump(ran)();
+        });
+        check("KeyedStrands::execute then drop", &pool, |i, ran| {
+            KeyedStrands::new(pool.clone()).execute(i % 7, bump(ran));
+        });
         check(
             "PriorityExecutor::execute_with then drop",
-            growth(&pool, &ran, |i| {
-                let c = counter.clone();
-                PriorityExecutor::new(pool.clone()).execute_with(i as i32 % 3, move || {
-                    c.fetch_add(1, SeqCst);
-                });
-            }),
+            &pool,
+            |i, ran| {
+                PriorityExecutor::new(pool.clone()).execute_with(i as i32 % 3, bump(ran));
+            },
         );
     });
 }

@@ -72,7 +72,7 @@ fn thread_per_task_counts_threads() {
     for _ in 0..2 {
         block_on(ex.run(|| ())).unwrap();
     }
-    ex.join().unwrap();
+    ex.join_threads().unwrap();
     let m = ex.metrics();
     assert_eq!((m.started, m.running), (3, 0));
 }

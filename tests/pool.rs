@@ -20,7 +20,7 @@ use std::time::Duration;
 use futures::channel::{mpsc as async_mpsc, oneshot};
 use futures::StreamExt;
 use support::{fib, quiet_test_panics, within, DEADLINE, TEST_PANIC};
-use viaduct::pool::{BuildError, JoinError};
+use viaduct::pool::{BuildError, WaitError};
 use viaduct::{block_on, ExecutorExt, Inline, PanicPayload, RejectReason, TaskError, ThreadPool};
 
 fn named_pool(threads: usize, name: &str) -> ThreadPool {
@@ -397,9 +397,9 @@ fn join_workers_from_its_own_worker_is_an_error_not_a_deadlock() {
             )
         }))
         .unwrap();
-        assert_eq!(joined, Err(JoinError::OwnThread));
-        assert_eq!(shut, Err(JoinError::OwnThread));
-        assert_eq!(stopped, Err(JoinError::OwnThread));
+        assert_eq!(joined, Err(WaitError::OwnThread));
+        assert_eq!(shut, Err(WaitError::OwnThread));
+        assert_eq!(stopped, Err(WaitError::OwnThread));
         assert_eq!(joined_other, Ok(()), "another pool's worker may join it");
         assert!(
             pool.is_closed(),

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use viaduct::pool::{BuildError, Builder, JoinError, Metrics};
+use viaduct::pool::{BuildError, Builder, Metrics, WaitError};
 use viaduct::{
     Exec, Executor, Inline, JoinHandle, ManualExecutor, Panic, PanicPayload, RejectReason,
     Rejected, Runnable, TaskError, TaskInfo, ThreadPerTask, ThreadPool,
@@ -81,11 +81,11 @@ fn tasks_and_their_outcomes_cross_threads() {
 #[test]
 fn errors_and_metrics_are_plain_data() {
     send_sync::<BuildError>();
-    send_sync::<JoinError>();
+    send_sync::<WaitError>();
     send_sync::<Metrics>();
     fn error<E: std::error::Error + Send + Sync + 'static>() {}
     error::<BuildError>();
-    error::<JoinError>();
+    error::<WaitError>();
     error::<TaskError>();
     error::<RejectReason>();
     error::<Rejected<u8>>();

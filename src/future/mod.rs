@@ -1,7 +1,7 @@
 //! Continuations and hops: choosing, step by step, where work runs.
 //!
-//! Three tools, from the seeds' boost `async(ex, f).then(ex2, g)`, folly
-//! `via(e).thenValue(f)` and the fibers that `TeleportTo` another pool:
+//! Three tools, as in boost's `async(ex, f).then(ex2, g)`, folly's
+//! `via(e).thenValue(f)` and folly fibers' `TeleportTo` another pool:
 //!
 //! - [`JoinHandle::then`], [`then_try`](JoinHandle::then_try) and
 //!   [`then_async`](JoinHandle::then_async) chain a step onto a task; each

@@ -214,37 +214,37 @@ impl std::error::Error for BuildError {
     }
 }
 
-/// Why a `join` could not wait.
+/// Why a wait for an executor's threads could not happen.
 ///
 /// # Examples
 ///
 /// ```
-/// use viaduct::pool::JoinError;
+/// use viaduct::pool::WaitError;
 /// use viaduct::{block_on, ExecutorExt, ThreadPool};
 ///
 /// let pool = ThreadPool::builder().threads(1).build().unwrap();
 /// let p = pool.clone();
 /// // A worker joining its own pool would wait for itself.
 /// let inside = block_on(pool.run(move || p.join_workers())).unwrap();
-/// assert_eq!(inside, Err(JoinError::OwnThread));
+/// assert_eq!(inside, Err(WaitError::OwnThread));
 /// assert_eq!(pool.shutdown(), Ok(())); // from outside it works
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum JoinError {
-    /// `join` was called from one of the executor's own threads, which
-    /// would wait for itself forever. Close the executor there and join
-    /// from outside.
+pub enum WaitError {
+    /// The wait (`join_workers`, `shutdown`, `join_threads`) was called
+    /// from one of the executor's own threads, which would wait for itself
+    /// forever. Close the executor there and wait from outside.
     OwnThread,
 }
 
-impl fmt::Display for JoinError {
+impl fmt::Display for WaitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("join called from one of the executor's own threads, which would wait for itself; call close() there and join from another thread")
+        f.write_str("waited for an executor's threads from one of those threads, which would wait for itself; call close() there and wait from another thread")
     }
 }
 
-impl std::error::Error for JoinError {}
+impl std::error::Error for WaitError {}
 
 /// A snapshot of a pool's counters; see [`ThreadPool::metrics`].
 ///
@@ -678,7 +678,7 @@ impl ThreadPool {
     ///
     /// # Errors
     ///
-    /// [`JoinError::OwnThread`] when called from one of this pool's
+    /// [`WaitError::OwnThread`] when called from one of this pool's
     /// workers, which would wait for itself.
     ///
     /// # Examples
@@ -700,7 +700,7 @@ impl ThreadPool {
     /// pool.join_workers().unwrap();
     /// assert_eq!(done.load(Ordering::SeqCst), 8); // every accepted task ran
     /// ```
-    pub fn join_workers(&self) -> Result<(), JoinError> {
+    pub fn join_workers(&self) -> Result<(), WaitError> {
         // By thread, not by worker context: a worker's last acts (dropping
         // what its queues still held) run after its context is gone, and
         // may run user code (a future's `Drop`) that shuts the pool down.
@@ -711,7 +711,7 @@ impl ThreadPool {
                 .iter()
                 .any(|t| t.thread().id() == me)
         {
-            return Err(JoinError::OwnThread);
+            return Err(WaitError::OwnThread);
         }
         loop {
             let listener = self.shared.all_exited.listen();
@@ -746,7 +746,7 @@ impl ThreadPool {
     /// assert!(h.is_finished());
     /// assert_eq!(block_on(h).unwrap(), 7);
     /// ```
-    pub fn shutdown(&self) -> Result<(), JoinError> {
+    pub fn shutdown(&self) -> Result<(), WaitError> {
         self.close();
         self.join_workers()
     }
@@ -780,7 +780,7 @@ impl ThreadPool {
     /// assert!(block_on(queued).unwrap_err().is_cancelled());
     /// pool.join_workers().unwrap();
     /// ```
-    pub fn shutdown_now(&self) -> Result<(), JoinError> {
+    pub fn shutdown_now(&self) -> Result<(), WaitError> {
         self.shared.stop();
         self.join_workers()
     }

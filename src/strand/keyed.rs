@@ -1,5 +1,6 @@
 //! [`KeyedStrands<K>`]: a strand per key, made on demand and freed when
-//! the key goes idle (the seed's serial tags).
+//! the key goes idle: work with the same key (a user, a connection, an
+//! account) runs in order, work with other keys in parallel.
 //!
 //! Each key with work has an entry: its strand and how many of its tasks
 //! are alive. Submitting counts the task in; the task counts itself out
@@ -33,8 +34,7 @@ const SHARDS: usize = 32;
 ///
 /// # Examples
 ///
-/// The seed's serial tags: two tags, each one's tasks in order, the two
-/// tags side by side.
+/// Two keys: each key's tasks run in order, the two keys side by side.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};

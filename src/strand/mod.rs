@@ -2,7 +2,7 @@
 //!
 //! - [`Strand`] runs what is submitted to it one at a time, in submission
 //!   order, on the executor it decorates, and owns no thread (asio's strand,
-//!   the course's serial executor).
+//!   folly's `SerialExecutor`).
 //! - [`Guarded<T>`] is data owned by a strand: the strand as an async mutex,
 //!   with sections that run on the strand ([`Guarded::with`]) or in the
 //!   caller's task ([`Guarded::lock`]).

@@ -2,8 +2,7 @@
 //!
 //! It sleeps until the earliest slot of any shard, fires what is due, and
 //! goes back to sleep. An insert with a deadline earlier than the one the
-//! driver sleeps towards must wake it (seed 003: "a new earlier deadline
-//! must wake"); every other insert leaves it alone, so inserting costs one
+//! driver sleeps towards must wake it; every other insert leaves it alone, so inserting costs one
 //! shared load on the common path and no syscall.
 //!
 //! # The wake protocol

@@ -701,7 +701,8 @@ mod sealed {
 ///
 /// # Examples
 ///
-/// The seed's scene: B (after 20 ms) runs before A (after 40 ms).
+/// B (after 20 ms) runs before A (after 40 ms), whatever the order they
+/// were submitted in.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};

@@ -65,3 +65,13 @@ pub fn fib(pool: &viaduct::ThreadPool, n: u64) -> u64 {
     let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
     a + b
 }
+
+/// A pool of `threads` workers named `{name}-N`.
+#[allow(dead_code)] // used by some of the test binaries that include this
+pub fn pool(name: &str, threads: usize) -> viaduct::ThreadPool {
+    viaduct::ThreadPool::builder()
+        .threads(threads)
+        .name(name)
+        .build()
+        .unwrap()
+}

@@ -1,14 +1,15 @@
 //! Small end-to-end runs through every path that has `unsafe` code (task
 //! metadata and projection, the pool's worker context and stack jobs, the
 //! strand's intrusive queue and lock hand-off, the timer wheel), sized so
-//! that `cargo +nightly miri test --lib` finishes in minutes.
+//! that `cargo +nightly miri test --test miri_smoke` finishes in minutes.
+//! Run by `cargo test` too, as ordinary tests.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::time::Timer;
-use crate::{
+use viaduct::time::Timer;
+use viaduct::{
     block_on, hop_to, ExecutorExt, Guarded, Inline, KeyedStrands, ManualExecutor, PriorityExecutor,
     Strand, TaskError, ThreadPool, TimedExt,
 };
