@@ -1,16 +1,16 @@
-//! The executor abstraction: [`Executor`] (what an executor must do),
-//! [`Exec`] (any executor, type-erased) and [`ExecutorExt`] (what you can do
-//! with one).
+//! The bottom of the task core: [`Executor`] (what an executor must do),
+//! [`Exec`] (any executor, type-erased), and what every executor is handed:
+//! [`Runnable`]s carrying [`TaskInfo`] (where the task is scheduled, who
+//! counts it, why it ended early). Tasks and handles (`task.rs`) and what
+//! you can do with an executor (`spawn.rs`) build on this.
 
+use std::cell::UnsafeCell;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
-use futures::task::{FutureObj, SpawnError};
-
-use crate::task::{spawn_admitted, JoinHandle, PanicPayload, RejectReason, Runnable, TaskError};
+use crate::error::{drop_payload, Panic, PanicPayload, RejectReason, TaskError};
 
 /// Something that runs [`Runnable`]s.
 ///
@@ -495,286 +495,344 @@ impl<E: Executor> Executor for Erased<E> {
     }
 }
 
-/// Work an executor refused, handed back with the reason.
+/// A unit of work handed to an [`Executor`](crate::Executor): run it with
+/// [`Runnable::run`](async_task::Runnable::run), or drop it to cancel the task.
 ///
 /// # Examples
 ///
-/// ```
-/// use viaduct::{ExecutorExt, ManualExecutor, RejectReason};
-///
-/// let ex = ManualExecutor::new();
-/// ex.close();
-/// let rejected = ex.try_execute(|| println!("never here")).unwrap_err();
-/// assert_eq!(rejected.reason(), RejectReason::Closed);
-/// let closure = rejected.into_inner(); // yours again: run it elsewhere
-/// closure();
-/// ```
-pub struct Rejected<W> {
-    work: W,
-    reason: RejectReason,
-}
-
-impl<W> Rejected<W> {
-    /// Why the executor refused.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{ExecutorExt, ManualExecutor, RejectReason};
-    ///
-    /// let ex = ManualExecutor::new();
-    /// ex.close();
-    /// assert_eq!(ex.try_spawn(async {}).unwrap_err().reason(), RejectReason::Closed);
-    /// ```
-    pub fn reason(&self) -> RejectReason {
-        self.reason
-    }
-
-    /// The refused work.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{ExecutorExt, ManualExecutor};
-    ///
-    /// let ex = ManualExecutor::new();
-    /// ex.close();
-    /// let future = ex.try_spawn(async { 40 + 2 }).unwrap_err().into_inner();
-    /// assert_eq!(viaduct::block_on(future), 42); // the future, unpolled
-    /// ```
-    pub fn into_inner(self) -> W {
-        self.work
-    }
-}
-
-impl<W> fmt::Debug for Rejected<W> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Rejected")
-            .field("reason", &self.reason)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<W> fmt::Display for Rejected<W> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "work rejected: {}", self.reason)
-    }
-}
-
-impl<W> std::error::Error for Rejected<W> {}
-
-mod sealed {
-    pub trait Sealed {}
-    impl<E: super::Executor + Clone> Sealed for E {}
-}
-
-/// What every executor can do: spawn futures, run closures.
-///
-/// Implemented for every [`Executor`] that is `Clone`; sealed.
-///
-/// # Examples
-///
-/// Code generic over where it runs:
+/// An executor that queues runnables for the caller to run:
 ///
 /// ```
-/// use viaduct::{block_on, ExecutorExt, Inline, JoinHandle, ThreadPool};
+/// use std::sync::{Arc, Mutex};
+/// use viaduct::{Executor, ExecutorExt, Runnable};
 ///
-/// fn square<E: ExecutorExt>(ex: &E, x: u64) -> JoinHandle<u64> {
-///     ex.run(move || x * x)
+/// #[derive(Clone, Default)]
+/// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+///
+/// impl Executor for Queue {
+///     fn schedule(&self, runnable: Runnable) {
+///         self.0.lock().unwrap().push(runnable);
+///     }
 /// }
 ///
-/// let pool = ThreadPool::builder().threads(1).build().unwrap();
-/// assert_eq!(block_on(square(&pool, 7)).unwrap(), 49);
-/// assert_eq!(block_on(square(&Inline, 8)).unwrap(), 64);
+/// let queue = Queue::default();
+/// let handle = queue.run(|| 6 * 7);
+/// assert!(!handle.is_finished());
+/// let runnable = queue.0.lock().unwrap().pop().unwrap();
+/// runnable.run();
+/// assert!(handle.is_finished());
+/// assert_eq!(viaduct::block_on(handle).unwrap(), 42);
 /// ```
-pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
-    /// Spawns `future`; the handle resolves to its output.
-    ///
-    /// Never panics. On a closed executor the handle resolves to
-    /// [`TaskError::Rejected`]; on a full bounded one this waits for room
-    /// (on a worker of that pool, by running its tasks).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
-    ///
-    /// let pool = ThreadPool::builder().threads(2).build().unwrap();
-    /// let h = pool.spawn(async { "hello" });
-    /// assert_eq!(block_on(h).unwrap(), "hello");
-    /// ```
-    fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        match admit(self) {
-            Ok(admission) => spawn_admitted(home_of(self), future, admission),
-            Err(reason) => JoinHandle::failed(TaskError::Rejected(reason), home_of(self)),
-        }
-    }
+pub type Runnable = async_task::Runnable<TaskInfo>;
 
-    /// Spawns `future` if the executor takes it now; otherwise hands it back.
-    ///
-    /// # Errors
-    ///
-    /// [`Rejected`] with the future when the executor is closed or full.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, ExecutorExt, Inline, ManualExecutor};
-    ///
-    /// let closed = ManualExecutor::new();
-    /// closed.close();
-    /// let fut = closed.try_spawn(async { 5 }).unwrap_err().into_inner();
-    /// assert_eq!(block_on(Inline.spawn(fut)).unwrap(), 5); // run it elsewhere
-    /// ```
-    fn try_spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, Rejected<F>>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        match try_admit(self) {
-            Ok(admission) => Ok(spawn_admitted(home_of(self), future, admission)),
-            Err(reason) => Err(Rejected {
-                work: future,
-                reason,
-            }),
-        }
-    }
-
-    /// Runs `f` on the executor; the handle resolves to its result (boost
-    /// `async`, folly `via(e).then(f)` on a fresh future).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
-    ///
-    /// let pool = ThreadPool::builder().threads(1).name("cpu").build().unwrap();
-    /// let name = pool.run(|| std::thread::current().name().unwrap().to_owned());
-    /// assert_eq!(block_on(name).unwrap(), "cpu-0");
-    /// ```
-    fn run<F, R>(&self, f: F) -> JoinHandle<R>
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
-    {
-        self.spawn(Call(Some(f)))
-    }
-
-    /// Runs `f` on the executor, fire-and-forget. If the executor is closed,
-    /// `f` is dropped unrun; use [`try_execute`](ExecutorExt::try_execute)
-    /// to get it back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{ExecutorExt, ManualExecutor};
-    ///
-    /// let ex = ManualExecutor::new();
-    /// ex.execute(|| println!("ran"));
-    /// assert_eq!(ex.run_until_idle(), 1);
-    /// ```
-    fn execute<F>(&self, f: F)
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        drop(self.run(f));
-    }
-
-    /// Runs `f` on the executor if it takes it now; otherwise hands it back.
-    ///
-    /// # Errors
-    ///
-    /// [`Rejected`] with the closure when the executor is closed or full.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{ExecutorExt, ManualExecutor, RejectReason};
-    ///
-    /// let ex = ManualExecutor::new();
-    /// assert!(ex.try_execute(|| ()).is_ok());
-    /// assert_eq!(ex.run_until_idle(), 1);
-    /// ex.close();
-    /// let rejected = ex.try_execute(|| ()).unwrap_err();
-    /// assert_eq!(rejected.reason(), RejectReason::Closed);
-    /// ```
-    fn try_execute<F>(&self, f: F) -> Result<(), Rejected<F>>
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        match self.try_spawn(Call(Some(f))) {
-            Ok(handle) => {
-                drop(handle);
-                Ok(())
-            }
-            Err(r) => Err(Rejected {
-                work: r.work.0.expect("an unpolled Call holds its closure"),
-                reason: r.reason,
-            }),
-        }
-    }
-
-    /// This executor, type-erased: the same as [`Exec::new`] of a clone,
-    /// and like every handle you hold, it keeps the executor open.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, Exec, ExecutorExt, ThreadPool};
-    ///
-    /// let pool = ThreadPool::builder().threads(1).name("cpu").build().unwrap();
-    /// let exec: Exec = pool.to_exec();
-    /// drop(pool); // the `Exec` still holds the pool open
-    /// let name = exec.run(|| std::thread::current().name().map(str::to_owned));
-    /// assert_eq!(block_on(name).unwrap().as_deref(), Some("cpu-0"));
-    /// ```
-    fn to_exec(&self) -> Exec {
-        Exec::new(self.clone())
-    }
+/// Metadata every viaduct task carries: where it is scheduled.
+///
+/// An [`Executor`](crate::Executor) sees it through
+/// [`Runnable::metadata`](async_task::Runnable::metadata); the one thing it
+/// tells an executor is [`woken_while_running`](TaskInfo::woken_while_running),
+/// which a fair scheduler uses to queue a yielding task behind the others.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use viaduct::{Executor, ExecutorExt, Runnable};
+///
+/// #[derive(Clone, Default)]
+/// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+///
+/// impl Executor for Queue {
+///     fn schedule(&self, runnable: Runnable) {
+///         self.0.lock().unwrap().push(runnable);
+///     }
+/// }
+///
+/// let queue = Queue::default();
+/// let _handle = queue.spawn(async {});
+/// let runnable = queue.0.lock().unwrap().pop().unwrap();
+/// // A new task was not woken by itself.
+/// assert!(!runnable.metadata().woken_while_running());
+/// runnable.run();
+/// ```
+pub struct TaskInfo {
+    pub(crate) home: Exec,
+    /// Set by `hop_to`; read by `schedule`. `hopped` lets the common case
+    /// skip the lock.
+    pub(crate) hop: Mutex<Option<Exec>>,
+    pub(crate) hopped: AtomicBool,
+    pub(crate) yielded: AtomicBool,
+    /// Set by `abort`: the task's next poll drops its future instead.
+    pub(crate) aborted: AtomicBool,
+    /// Set once the task's future has been dropped: the task is over.
+    pub(crate) done: AtomicBool,
+    /// Set when the task's future was dropped by a panicking `schedule`;
+    /// `fault` then says what the handle reports. Rare, so boxed.
+    pub(crate) faulted: AtomicBool,
+    pub(crate) fault: Mutex<Option<Box<Fault>>>,
+    /// Who counts the task: released when its future is dropped. Touched
+    /// only by whoever holds the task's runnable (see the `Sync` impl).
+    pub(crate) admission: UnsafeCell<Admission>,
+    /// The next item while the runnable sits in a strand's queue: the
+    /// queue is intrusive, so submitting to a strand allocates nothing
+    /// (see `strand::queue`). A runnable is in one queue at a time.
+    pub(crate) strand_link: AtomicUsize,
+    /// A number unique in the process, naming the task in traces (an
+    /// address would be reused by later tasks).
+    #[cfg(feature = "tracing")]
+    pub(crate) id: u64,
 }
 
-impl<E: Executor + Clone> ExecutorExt for E {}
-
-/// A closure as a future that calls it on first poll.
-struct Call<F>(Option<F>);
-
-impl<F> Unpin for Call<F> {}
-
-impl<F: FnOnce() -> R, R> Future for Call<F> {
-    type Output = R;
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<R> {
-        let f = self.0.take().expect("Call polled after completion");
-        Poll::Ready(f())
+impl TaskInfo {
+    /// `true` if this wake-up came from the task itself while it was being
+    /// polled (a yield), so the executor should run other tasks first.
+    ///
+    /// # Examples
+    ///
+    /// A task that yields is scheduled again with the flag set:
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::task::Poll;
+    /// use viaduct::{block_on, Executor, ExecutorExt, Runnable};
+    ///
+    /// #[derive(Clone, Default)]
+    /// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+    ///
+    /// impl Executor for Queue {
+    ///     fn schedule(&self, runnable: Runnable) {
+    ///         self.0.lock().unwrap().push(runnable);
+    ///     }
+    /// }
+    ///
+    /// let queue = Queue::default();
+    /// let handle = queue.spawn(async {
+    ///     let mut yielded = false;
+    ///     std::future::poll_fn(|cx| {
+    ///         if yielded {
+    ///             return Poll::Ready(7);
+    ///         }
+    ///         yielded = true;
+    ///         cx.waker().wake_by_ref(); // a yield: wake ourselves, then return Pending
+    ///         Poll::Pending
+    ///     })
+    ///     .await
+    /// });
+    /// let first = queue.0.lock().unwrap().pop().unwrap();
+    /// assert!(!first.metadata().woken_while_running());
+    /// first.run();
+    /// let again = queue.0.lock().unwrap().pop().unwrap();
+    /// assert!(again.metadata().woken_while_running());
+    /// again.run();
+    /// assert_eq!(block_on(handle).unwrap(), 7);
+    /// ```
+    pub fn woken_while_running(&self) -> bool {
+        self.yielded.load(Ordering::Relaxed)
     }
-}
 
-/// `futures::task::Spawn` for an executor: spawns detached, and reports a
-/// closed or full executor as `SpawnError::shutdown()`.
-pub(crate) fn spawn_obj<E: ExecutorExt>(
-    ex: &E,
-    future: FutureObj<'static, ()>,
-) -> Result<(), SpawnError> {
-    ex.try_spawn(future)
-        .map(drop)
-        .map_err(|_| SpawnError::shutdown())
-}
-
-macro_rules! impl_spawn {
-    ($($ty:ty),* $(,)?) => {$(
-        impl futures::task::Spawn for $ty {
-            fn spawn_obj(&self, future: futures::task::FutureObj<'static, ()>) -> Result<(), futures::task::SpawnError> {
-                $crate::executor::spawn_obj(self, future)
-            }
-            fn status(&self) -> Result<(), futures::task::SpawnError> {
-                if $crate::Executor::is_closed(self) { Err(futures::task::SpawnError::shutdown()) } else { Ok(()) }
+    /// The executor the task is scheduled on now.
+    pub(crate) fn executor(&self) -> Exec {
+        if self.hopped.load(Ordering::Acquire) {
+            if let Some(ex) = crate::loom::lock_std(&self.hop).as_ref() {
+                return ex.clone();
             }
         }
-    )*};
-}
-pub(crate) use impl_spawn;
+        self.home.clone()
+    }
 
-impl_spawn!(Exec);
+    /// Moves the task: its next schedule goes to `ex`.
+    pub(crate) fn set_executor(&self, ex: Exec) {
+        *crate::loom::lock_std(&self.hop) = Some(ex);
+        self.hopped.store(true, Ordering::Release);
+    }
+
+    /// Runs `f` with the executor the task is scheduled on now, cloning it
+    /// only when the task has hopped.
+    pub(crate) fn with_executor<R>(&self, f: impl FnOnce(&Exec) -> R) -> R {
+        if self.hopped.load(Ordering::Acquire) {
+            // Unlocked before `f` runs: `f` schedules the task, which may
+            // then run, and hop again, before `f` returns.
+            let hop = crate::loom::lock_std(&self.hop).clone();
+            if let Some(ex) = hop {
+                return f(&ex);
+            }
+        }
+        f(&self.home)
+    }
+}
+
+/// Why a task whose executor's `schedule` panicked is over.
+pub(crate) enum Fault {
+    /// Its future was dropped as the panic unwound; the payload is not
+    /// caught yet. A handle polled meanwhile waits here.
+    Unwinding {
+        sink: Option<Sink>,
+        waiter: Option<Waker>,
+    },
+    /// The panic, for the handle; reported to the sink if the handle never
+    /// takes it (when the task is freed).
+    Panicked(Failure),
+    /// An executor that counts its tasks refused this one when it reached
+    /// it through a user's executor.
+    Refused(RejectReason),
+}
+
+impl TaskInfo {
+    pub(crate) fn fault_began(&self, sink: Option<Sink>) {
+        *crate::loom::lock_std(&self.fault) =
+            Some(Box::new(Fault::Unwinding { sink, waiter: None }));
+        self.faulted.store(true, Ordering::Release);
+    }
+
+    /// The `schedule` that dropped the future has unwound with `payload`.
+    pub(crate) fn fault_ended(&self, payload: PanicPayload) {
+        if !self.faulted.load(Ordering::Acquire) {
+            // The executor kept the runnable, so the task is not over and
+            // has no use for the payload. std's hook has printed it.
+            return drop_payload(payload);
+        }
+        let mut fault = crate::loom::lock_std(&self.fault);
+        let Some(Fault::Unwinding { sink, waiter }) = fault.take().map(|f| *f) else {
+            unreachable!("a panicking schedule is the one fault that ends")
+        };
+        *fault = Some(Box::new(Fault::Panicked(Failure {
+            error: Some(TaskError::Panicked(Panic::new(payload))),
+            sink,
+        })));
+        drop(fault);
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+
+    /// For a handle whose task was closed without a result: why, if its
+    /// executor's `schedule` panicked (`None`: plain cancellation).
+    pub(crate) fn poll_fault(&self, cx: &mut Context<'_>) -> Option<Poll<TaskError>> {
+        if !self.faulted.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut fault = crate::loom::lock_std(&self.fault);
+        match fault.as_deref_mut() {
+            Some(Fault::Unwinding { waiter, .. }) => {
+                *waiter = Some(cx.waker().clone());
+                Some(Poll::Pending)
+            }
+            Some(Fault::Panicked(failure)) => Some(Poll::Ready(
+                failure.error.take().unwrap_or(TaskError::Cancelled),
+            )),
+            Some(Fault::Refused(reason)) => Some(Poll::Ready(TaskError::Rejected(*reason))),
+            None => None,
+        }
+    }
+}
+
+// SAFETY: every field but `admission` is `Sync`. `admission` is read and
+// written only by the thread that holds the task's runnable: the schedule
+// function and the executor's `schedule` it calls (which are handed the
+// runnable), the task's poll (`Runnable::run`) and the drop of its future
+// (by `run`, or by dropping the runnable). async-task lets one thread hold
+// the runnable at a time and hands it over with release/acquire on the
+// task's state, so those accesses never overlap and each sees the last.
+unsafe impl Sync for TaskInfo {}
+
+impl TaskInfo {
+    /// # Safety
+    ///
+    /// The caller holds the task's runnable, or polls or drops its future.
+    pub(crate) unsafe fn admission(&self) -> &Admission {
+        // SAFETY: the caller's contract makes this the only access.
+        unsafe { &*self.admission.get() }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`admission`](Self::admission).
+    pub(crate) unsafe fn replace_admission(&self, admission: Admission) -> Admission {
+        // SAFETY: the caller's contract makes this the only access.
+        unsafe { std::mem::replace(&mut *self.admission.get(), admission) }
+    }
+
+    /// Moves the task: its next schedule goes to `ex`, which counts it by
+    /// `admission` from now on (the old admission is released).
+    ///
+    /// # Safety
+    ///
+    /// The caller is polling the task.
+    pub(crate) unsafe fn move_to(&self, ex: Exec, admission: Admission) {
+        // SAFETY: the caller polls the task, so holds its runnable.
+        drop(unsafe { self.replace_admission(admission) });
+        self.set_executor(ex);
+    }
+
+    /// Marks the task refused by the executor it was scheduled on, before
+    /// its runnable is dropped: its handle says `Rejected(reason)`.
+    pub(crate) fn refuse(&self, reason: RejectReason) {
+        *crate::loom::lock_std(&self.fault) = Some(Box::new(Fault::Refused(reason)));
+        self.faulted.store(true, Ordering::Release);
+    }
+}
+
+/// For an executor that counts its tasks, in its `schedule`: if nobody
+/// counts the task of `runnable` yet (a user's executor admitted it and
+/// forwarded it here), count it in with `admit`. If that fails, the task is
+/// refused: its handle says `Rejected`, and its runnable is dropped.
+pub(crate) fn adopt(
+    runnable: Runnable,
+    admit: impl FnOnce() -> Result<Admission, RejectReason>,
+) -> Option<Runnable> {
+    let info = runnable.metadata();
+    // SAFETY: we hold the runnable.
+    if !unsafe { info.admission() }.is_uncounted() {
+        return Some(runnable);
+    }
+    match admit() {
+        Ok(admission) => {
+            // SAFETY: we hold the runnable.
+            drop(unsafe { info.replace_admission(admission) });
+            Some(runnable)
+        }
+        Err(reason) => {
+            info.refuse(reason);
+            drop(runnable);
+            None
+        }
+    }
+}
+
+impl fmt::Debug for TaskInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskInfo").finish_non_exhaustive()
+    }
+}
+
+/// Why a task has no value, on its way to the handle: a caught panic, or the
+/// error a continuation carries from the step before it. If the handle is
+/// gone (the task was detached), dropping a panic hands the payload to the
+/// executor's panic hook, so a detached task never dies silently.
+pub(crate) struct Failure {
+    pub(crate) error: Option<TaskError>,
+    pub(crate) sink: Option<Sink>,
+}
+
+impl Failure {
+    pub(crate) fn take(mut self) -> TaskError {
+        self.error.take().expect("the error is taken once")
+    }
+}
+
+impl Drop for Failure {
+    fn drop(&mut self) {
+        if let Some(TaskError::Panicked(p)) = self.error.take() {
+            report(self.sink.as_ref(), p.into_payload());
+        }
+    }
+}
+
+/// Hands a panic nobody will read to `sink`, or drops it. Never unwinds:
+/// this runs where async-task aborts the process on a panic (dropping a
+/// detached task's output or future, freeing a task).
+pub(crate) fn report(sink: Option<&Sink>, payload: PanicPayload) {
+    match sink {
+        Some(sink) => sink.unobserved_panic(payload),
+        None => drop_payload(payload),
+    }
+}

@@ -4,8 +4,9 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::{Arc, LazyLock};
 
-use crate::executor::{impl_spawn, Exec, Executor, Internal};
-use crate::task::Runnable;
+use crate::executor::Runnable;
+use crate::executor::{Exec, Executor, Internal};
+use crate::spawn::impl_spawn;
 
 /// Runs each runnable right away, on the thread that schedules it.
 ///

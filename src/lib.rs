@@ -184,6 +184,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod block_on;
+mod error;
 mod executor;
 pub mod future;
 mod inline;
@@ -195,6 +196,7 @@ pub mod prelude;
 pub mod priority;
 mod section;
 mod signal;
+mod spawn;
 pub mod strand;
 mod task;
 mod thread_per_task;
@@ -202,16 +204,16 @@ pub mod time;
 mod trace;
 
 pub use block_on::block_on;
-pub use executor::{Exec, Executor, ExecutorExt, Rejected};
+pub use error::{Panic, PanicPayload, RejectReason, TaskError};
+pub use executor::{Exec, Executor, Runnable, TaskInfo};
 pub use future::{hop_to, try_hop_to, HopError, ViaExt};
 pub use inline::Inline;
 pub use manual::ManualExecutor;
 pub use pool::ThreadPool;
 pub use priority::PriorityExecutor;
+pub use spawn::{ExecutorExt, Rejected};
 pub use strand::{Guarded, KeyedStrands, Strand};
-pub use task::{
-    AbortHandle, JoinHandle, Panic, PanicPayload, RejectReason, Runnable, TaskError, TaskInfo,
-};
+pub use task::{AbortHandle, JoinHandle};
 pub use thread_per_task::ThreadPerTask;
 pub use time::TimedExt;
 

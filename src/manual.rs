@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use event_listener::{Event, Listener};
 
-use crate::executor::{impl_spawn, Exec, Executor, Internal};
+use crate::executor::Runnable;
+use crate::executor::{Exec, Executor, Internal};
 use crate::metrics::ManualMetrics;
 use crate::signal::poll_to_end;
-use crate::task::Runnable;
+use crate::spawn::impl_spawn;
 
 /// A queue of runnables and no threads: the owner decides when they run.
 ///

@@ -18,6 +18,7 @@
 //! assert!(!pool.is_closed());                                     // Executor
 //! ```
 
-pub use crate::executor::{Executor, ExecutorExt};
+pub use crate::executor::Executor;
 pub use crate::future::ViaExt;
+pub use crate::spawn::ExecutorExt;
 pub use crate::time::TimedExt;

@@ -59,10 +59,11 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
-use crate::executor::{home_of, impl_spawn, Admission, Exec, Executor, Internal, INTERNAL};
-use crate::task::{
-    create_daemon, spawn_admitted, Daemon, JoinHandle, RejectReason, Runnable, TaskError,
-};
+use crate::error::{RejectReason, TaskError};
+use crate::executor::Runnable;
+use crate::executor::{home_of, Admission, Exec, Executor, Internal, INTERNAL};
+use crate::spawn::impl_spawn;
+use crate::task::{create_daemon, spawn_admitted, Daemon, JoinHandle};
 
 /// Decorates an executor with priorities: when the inner executor next runs
 /// one of this decorator's tasks, it is the highest-priority one pending,

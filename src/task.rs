@@ -12,7 +12,6 @@
 //!
 //! The task's metadata ([`TaskInfo`]) names the executor it is scheduled on.
 
-use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::future::Future;
@@ -26,330 +25,8 @@ use std::task::{Context, Poll, Waker};
 
 use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
 
-use crate::executor::{Admission, Exec, Executor, Sink};
-
-/// A unit of work handed to an [`Executor`](crate::Executor): run it with
-/// [`Runnable::run`](async_task::Runnable::run), or drop it to cancel the task.
-///
-/// # Examples
-///
-/// An executor that queues runnables for the caller to run:
-///
-/// ```
-/// use std::sync::{Arc, Mutex};
-/// use viaduct::{Executor, ExecutorExt, Runnable};
-///
-/// #[derive(Clone, Default)]
-/// struct Queue(Arc<Mutex<Vec<Runnable>>>);
-///
-/// impl Executor for Queue {
-///     fn schedule(&self, runnable: Runnable) {
-///         self.0.lock().unwrap().push(runnable);
-///     }
-/// }
-///
-/// let queue = Queue::default();
-/// let handle = queue.run(|| 6 * 7);
-/// assert!(!handle.is_finished());
-/// let runnable = queue.0.lock().unwrap().pop().unwrap();
-/// runnable.run();
-/// assert!(handle.is_finished());
-/// assert_eq!(viaduct::block_on(handle).unwrap(), 42);
-/// ```
-pub type Runnable = async_task::Runnable<TaskInfo>;
-
-/// The payload of a panic, as [`std::panic::catch_unwind`] returns it.
-///
-/// # Examples
-///
-/// ```
-/// use viaduct::{block_on, ExecutorExt, Inline, PanicPayload, TaskError};
-///
-/// let err = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
-/// let TaskError::Panicked(panic) = err else { unreachable!() };
-/// let payload: PanicPayload = panic.into_payload();
-/// assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
-/// ```
-pub type PanicPayload = Box<dyn Any + Send + 'static>;
-
-/// Metadata every viaduct task carries: where it is scheduled.
-///
-/// An [`Executor`](crate::Executor) sees it through
-/// [`Runnable::metadata`](async_task::Runnable::metadata); the one thing it
-/// tells an executor is [`woken_while_running`](TaskInfo::woken_while_running),
-/// which a fair scheduler uses to queue a yielding task behind the others.
-///
-/// # Examples
-///
-/// ```
-/// use std::sync::{Arc, Mutex};
-/// use viaduct::{Executor, ExecutorExt, Runnable};
-///
-/// #[derive(Clone, Default)]
-/// struct Queue(Arc<Mutex<Vec<Runnable>>>);
-///
-/// impl Executor for Queue {
-///     fn schedule(&self, runnable: Runnable) {
-///         self.0.lock().unwrap().push(runnable);
-///     }
-/// }
-///
-/// let queue = Queue::default();
-/// let _handle = queue.spawn(async {});
-/// let runnable = queue.0.lock().unwrap().pop().unwrap();
-/// // A new task was not woken by itself.
-/// assert!(!runnable.metadata().woken_while_running());
-/// runnable.run();
-/// ```
-pub struct TaskInfo {
-    home: Exec,
-    /// Set by `hop_to`; read by `schedule`. `hopped` lets the common case
-    /// skip the lock.
-    hop: Mutex<Option<Exec>>,
-    hopped: AtomicBool,
-    yielded: AtomicBool,
-    /// Set by `abort`: the task's next poll drops its future instead.
-    aborted: AtomicBool,
-    /// Set once the task's future has been dropped: the task is over.
-    done: AtomicBool,
-    /// Set when the task's future was dropped by a panicking `schedule`;
-    /// `fault` then says what the handle reports. Rare, so boxed.
-    faulted: AtomicBool,
-    fault: Mutex<Option<Box<Fault>>>,
-    /// Who counts the task: released when its future is dropped. Touched
-    /// only by whoever holds the task's runnable (see the `Sync` impl).
-    admission: UnsafeCell<Admission>,
-    /// The next item while the runnable sits in a strand's queue: the
-    /// queue is intrusive, so submitting to a strand allocates nothing
-    /// (see `strand::queue`). A runnable is in one queue at a time.
-    pub(crate) strand_link: AtomicUsize,
-    /// A number unique in the process, naming the task in traces (an
-    /// address would be reused by later tasks).
-    #[cfg(feature = "tracing")]
-    id: u64,
-}
-
-impl TaskInfo {
-    /// `true` if this wake-up came from the task itself while it was being
-    /// polled (a yield), so the executor should run other tasks first.
-    ///
-    /// # Examples
-    ///
-    /// A task that yields is scheduled again with the flag set:
-    ///
-    /// ```
-    /// use std::sync::{Arc, Mutex};
-    /// use std::task::Poll;
-    /// use viaduct::{block_on, Executor, ExecutorExt, Runnable};
-    ///
-    /// #[derive(Clone, Default)]
-    /// struct Queue(Arc<Mutex<Vec<Runnable>>>);
-    ///
-    /// impl Executor for Queue {
-    ///     fn schedule(&self, runnable: Runnable) {
-    ///         self.0.lock().unwrap().push(runnable);
-    ///     }
-    /// }
-    ///
-    /// let queue = Queue::default();
-    /// let handle = queue.spawn(async {
-    ///     let mut yielded = false;
-    ///     std::future::poll_fn(|cx| {
-    ///         if yielded {
-    ///             return Poll::Ready(7);
-    ///         }
-    ///         yielded = true;
-    ///         cx.waker().wake_by_ref(); // a yield: wake ourselves, then return Pending
-    ///         Poll::Pending
-    ///     })
-    ///     .await
-    /// });
-    /// let first = queue.0.lock().unwrap().pop().unwrap();
-    /// assert!(!first.metadata().woken_while_running());
-    /// first.run();
-    /// let again = queue.0.lock().unwrap().pop().unwrap();
-    /// assert!(again.metadata().woken_while_running());
-    /// again.run();
-    /// assert_eq!(block_on(handle).unwrap(), 7);
-    /// ```
-    pub fn woken_while_running(&self) -> bool {
-        self.yielded.load(Ordering::Relaxed)
-    }
-
-    /// The executor the task is scheduled on now.
-    pub(crate) fn executor(&self) -> Exec {
-        if self.hopped.load(Ordering::Acquire) {
-            if let Some(ex) = crate::loom::lock_std(&self.hop).as_ref() {
-                return ex.clone();
-            }
-        }
-        self.home.clone()
-    }
-
-    /// Moves the task: its next schedule goes to `ex`.
-    pub(crate) fn set_executor(&self, ex: Exec) {
-        *crate::loom::lock_std(&self.hop) = Some(ex);
-        self.hopped.store(true, Ordering::Release);
-    }
-
-    /// Runs `f` with the executor the task is scheduled on now, cloning it
-    /// only when the task has hopped.
-    pub(crate) fn with_executor<R>(&self, f: impl FnOnce(&Exec) -> R) -> R {
-        if self.hopped.load(Ordering::Acquire) {
-            // Unlocked before `f` runs: `f` schedules the task, which may
-            // then run, and hop again, before `f` returns.
-            let hop = crate::loom::lock_std(&self.hop).clone();
-            if let Some(ex) = hop {
-                return f(&ex);
-            }
-        }
-        f(&self.home)
-    }
-}
-
-/// Why a task whose executor's `schedule` panicked is over.
-enum Fault {
-    /// Its future was dropped as the panic unwound; the payload is not
-    /// caught yet. A handle polled meanwhile waits here.
-    Unwinding {
-        sink: Option<Sink>,
-        waiter: Option<Waker>,
-    },
-    /// The panic, for the handle; reported to the sink if the handle never
-    /// takes it (when the task is freed).
-    Panicked(Failure),
-    /// An executor that counts its tasks refused this one when it reached
-    /// it through a user's executor.
-    Refused(RejectReason),
-}
-
-impl TaskInfo {
-    fn fault_began(&self, sink: Option<Sink>) {
-        *crate::loom::lock_std(&self.fault) =
-            Some(Box::new(Fault::Unwinding { sink, waiter: None }));
-        self.faulted.store(true, Ordering::Release);
-    }
-
-    /// The `schedule` that dropped the future has unwound with `payload`.
-    fn fault_ended(&self, payload: PanicPayload) {
-        if !self.faulted.load(Ordering::Acquire) {
-            // The executor kept the runnable, so the task is not over and
-            // has no use for the payload. std's hook has printed it.
-            return drop_payload(payload);
-        }
-        let mut fault = crate::loom::lock_std(&self.fault);
-        let Some(Fault::Unwinding { sink, waiter }) = fault.take().map(|f| *f) else {
-            unreachable!("a panicking schedule is the one fault that ends")
-        };
-        *fault = Some(Box::new(Fault::Panicked(Failure {
-            error: Some(TaskError::Panicked(Panic::new(payload))),
-            sink,
-        })));
-        drop(fault);
-        if let Some(w) = waiter {
-            w.wake();
-        }
-    }
-
-    /// For a handle whose task was closed without a result: why, if its
-    /// executor's `schedule` panicked (`None`: plain cancellation).
-    fn poll_fault(&self, cx: &mut Context<'_>) -> Option<Poll<TaskError>> {
-        if !self.faulted.load(Ordering::Acquire) {
-            return None;
-        }
-        let mut fault = crate::loom::lock_std(&self.fault);
-        match fault.as_deref_mut() {
-            Some(Fault::Unwinding { waiter, .. }) => {
-                *waiter = Some(cx.waker().clone());
-                Some(Poll::Pending)
-            }
-            Some(Fault::Panicked(failure)) => Some(Poll::Ready(
-                failure.error.take().unwrap_or(TaskError::Cancelled),
-            )),
-            Some(Fault::Refused(reason)) => Some(Poll::Ready(TaskError::Rejected(*reason))),
-            None => None,
-        }
-    }
-}
-
-// SAFETY: every field but `admission` is `Sync`. `admission` is read and
-// written only by the thread that holds the task's runnable: the schedule
-// function and the executor's `schedule` it calls (which are handed the
-// runnable), the task's poll (`Runnable::run`) and the drop of its future
-// (by `run`, or by dropping the runnable). async-task lets one thread hold
-// the runnable at a time and hands it over with release/acquire on the
-// task's state, so those accesses never overlap and each sees the last.
-unsafe impl Sync for TaskInfo {}
-
-impl TaskInfo {
-    /// # Safety
-    ///
-    /// The caller holds the task's runnable, or polls or drops its future.
-    unsafe fn admission(&self) -> &Admission {
-        // SAFETY: the caller's contract makes this the only access.
-        unsafe { &*self.admission.get() }
-    }
-
-    /// # Safety
-    ///
-    /// As for [`admission`](Self::admission).
-    unsafe fn replace_admission(&self, admission: Admission) -> Admission {
-        // SAFETY: the caller's contract makes this the only access.
-        unsafe { std::mem::replace(&mut *self.admission.get(), admission) }
-    }
-
-    /// Moves the task: its next schedule goes to `ex`, which counts it by
-    /// `admission` from now on (the old admission is released).
-    ///
-    /// # Safety
-    ///
-    /// The caller is polling the task.
-    pub(crate) unsafe fn move_to(&self, ex: Exec, admission: Admission) {
-        // SAFETY: the caller polls the task, so holds its runnable.
-        drop(unsafe { self.replace_admission(admission) });
-        self.set_executor(ex);
-    }
-
-    /// Marks the task refused by the executor it was scheduled on, before
-    /// its runnable is dropped: its handle says `Rejected(reason)`.
-    fn refuse(&self, reason: RejectReason) {
-        *crate::loom::lock_std(&self.fault) = Some(Box::new(Fault::Refused(reason)));
-        self.faulted.store(true, Ordering::Release);
-    }
-}
-
-/// For an executor that counts its tasks, in its `schedule`: if nobody
-/// counts the task of `runnable` yet (a user's executor admitted it and
-/// forwarded it here), count it in with `admit`. If that fails, the task is
-/// refused: its handle says `Rejected`, and its runnable is dropped.
-pub(crate) fn adopt(
-    runnable: Runnable,
-    admit: impl FnOnce() -> Result<Admission, RejectReason>,
-) -> Option<Runnable> {
-    let info = runnable.metadata();
-    // SAFETY: we hold the runnable.
-    if !unsafe { info.admission() }.is_uncounted() {
-        return Some(runnable);
-    }
-    match admit() {
-        Ok(admission) => {
-            // SAFETY: we hold the runnable.
-            drop(unsafe { info.replace_admission(admission) });
-            Some(runnable)
-        }
-        Err(reason) => {
-            info.refuse(reason);
-            drop(runnable);
-            None
-        }
-    }
-}
-
-impl fmt::Debug for TaskInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TaskInfo").finish_non_exhaustive()
-    }
-}
+use crate::error::{ByValue, Panic, TaskError};
+use crate::executor::{report, Admission, Exec, Executor, Failure, Runnable, Sink, TaskInfo};
 
 /// The viaduct task being polled on this thread: its metadata, and the data
 /// pointer of the waker it was polled with (compared, never dereferenced).
@@ -421,279 +98,6 @@ struct CurrentGuard(Current);
 impl Drop for CurrentGuard {
     fn drop(&mut self) {
         CURRENT_TASK.with(|c| c.set(self.0));
-    }
-}
-
-/// How a task ended, as its handle reports it.
-///
-/// # Examples
-///
-/// ```
-/// use viaduct::{block_on, ExecutorExt, Inline, ManualExecutor, RejectReason, TaskError};
-///
-/// let panicked = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
-/// assert!(matches!(panicked, TaskError::Panicked(_)));
-///
-/// let ex = ManualExecutor::new();
-/// let queued = ex.spawn(async { 1 });
-/// queued.abort();
-/// assert!(matches!(block_on(queued), Err(TaskError::Cancelled)));
-///
-/// ex.close();
-/// let refused = block_on(ex.spawn(async { 2 })).unwrap_err();
-/// assert!(matches!(refused, TaskError::Rejected(RejectReason::Closed)));
-/// assert_eq!(refused.to_string(), "task was rejected: the executor is closed");
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum TaskError {
-    /// The task panicked; [`Panic`] holds the payload and its message.
-    Panicked(Panic),
-    /// The task was cancelled before it finished: aborted through its handle,
-    /// or dropped by `shutdown_now`, or its executor shut down with it queued.
-    Cancelled,
-    /// The executor did not accept the task.
-    Rejected(RejectReason),
-}
-
-/// Why an executor refused work.
-///
-/// # Examples
-///
-/// ```
-/// use viaduct::{ExecutorExt, ManualExecutor, RejectReason};
-///
-/// let ex = ManualExecutor::new();
-/// ex.close();
-/// let rejected = ex.try_spawn(async {}).unwrap_err();
-/// assert_eq!(rejected.reason(), RejectReason::Closed);
-/// assert_eq!(RejectReason::Closed.to_string(), "the executor is closed");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RejectReason {
-    /// The executor is closed (or shut down).
-    Closed,
-    /// The executor is bounded and full.
-    Full,
-}
-
-impl TaskError {
-    /// The panic message, if the task panicked with a `&str` or `String`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, ExecutorExt, Inline};
-    ///
-    /// let err = block_on(Inline.run(|| -> u8 { panic!("bad input: {}", 7) })).unwrap_err();
-    /// assert_eq!(err.panic_message(), Some("bad input: 7"));
-    /// ```
-    pub fn panic_message(&self) -> Option<&str> {
-        match self {
-            TaskError::Panicked(p) => p.message(),
-            _ => None,
-        }
-    }
-
-    /// `true` for [`TaskError::Cancelled`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, ExecutorExt, ManualExecutor};
-    ///
-    /// let ex = ManualExecutor::new();
-    /// let handle = ex.run(|| 1);
-    /// handle.abort();
-    /// let err = block_on(handle).unwrap_err();
-    /// assert!(err.is_cancelled());
-    /// assert!(!err.is_panic());
-    /// ```
-    pub fn is_cancelled(&self) -> bool {
-        matches!(self, TaskError::Cancelled)
-    }
-
-    /// `true` for [`TaskError::Panicked`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, ExecutorExt, Inline};
-    ///
-    /// let err = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
-    /// assert!(err.is_panic());
-    /// assert!(!err.is_cancelled());
-    /// ```
-    pub fn is_panic(&self) -> bool {
-        matches!(self, TaskError::Panicked(_))
-    }
-}
-
-pub(crate) fn panic_message(p: &(dyn Any + Send)) -> Option<&str> {
-    p.downcast_ref::<&str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-}
-
-impl fmt::Display for TaskError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TaskError::Panicked(_) => match self.panic_message() {
-                Some(m) => write!(f, "task panicked: {m}"),
-                None => f.write_str("task panicked"),
-            },
-            TaskError::Cancelled => f.write_str("task was cancelled"),
-            TaskError::Rejected(r) => write!(f, "task was rejected: {r}"),
-        }
-    }
-}
-
-impl fmt::Display for RejectReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RejectReason::Closed => "the executor is closed",
-            RejectReason::Full => "the executor is full",
-        })
-    }
-}
-
-impl std::error::Error for TaskError {}
-impl std::error::Error for RejectReason {}
-
-/// A task's panic: its message, and the payload to resume it with.
-///
-/// `Sync` although a panic payload is not: the payload is reachable only
-/// by value ([`into_payload`](Panic::into_payload)), so a `&Panic` shares
-/// nothing but the message. That makes [`TaskError`] fit in
-/// `Box<dyn Error + Send + Sync>`.
-///
-/// # Examples
-///
-/// ```
-/// use viaduct::{block_on, ExecutorExt, Inline, TaskError};
-///
-/// let err = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
-/// let TaskError::Panicked(panic) = err else { unreachable!() };
-/// assert_eq!(panic.message(), Some("boom"));
-/// let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(TaskError::Panicked(panic));
-/// assert_eq!(boxed.to_string(), "task panicked: boom");
-/// ```
-pub struct Panic {
-    message: Option<String>,
-    payload: ByValue<PanicPayload>,
-}
-
-impl Panic {
-    pub(crate) fn new(payload: PanicPayload) -> Panic {
-        Panic {
-            message: panic_message(payload.as_ref()).map(str::to_owned),
-            payload: ByValue(payload),
-        }
-    }
-
-    /// The panic message, if the payload was a `&str` or a `String`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, ExecutorExt, Inline, TaskError};
-    ///
-    /// let err = block_on(Inline.run(|| -> u8 { std::panic::panic_any(7u32) })).unwrap_err();
-    /// let TaskError::Panicked(panic) = err else { unreachable!() };
-    /// assert_eq!(panic.message(), None); // not a string payload
-    /// ```
-    pub fn message(&self) -> Option<&str> {
-        self.message.as_deref()
-    }
-
-    /// The payload, as [`std::panic::catch_unwind`] returned it.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, ExecutorExt, Inline, TaskError};
-    ///
-    /// let err = block_on(Inline.run(|| -> u8 { std::panic::panic_any(7u32) })).unwrap_err();
-    /// let TaskError::Panicked(panic) = err else { unreachable!() };
-    /// assert_eq!(panic.into_payload().downcast_ref::<u32>(), Some(&7));
-    /// ```
-    pub fn into_payload(self) -> PanicPayload {
-        self.payload.0
-    }
-
-    /// Resumes the panic on the calling thread.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use viaduct::{block_on, ExecutorExt, Inline, TaskError};
-    ///
-    /// let err = block_on(Inline.run(|| -> u8 { panic!("boom") })).unwrap_err();
-    /// let TaskError::Panicked(panic) = err else { unreachable!() };
-    /// let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| panic.resume()));
-    /// assert_eq!(caught.unwrap_err().downcast_ref::<&str>(), Some(&"boom"));
-    /// ```
-    pub fn resume(self) -> ! {
-        std::panic::resume_unwind(self.into_payload())
-    }
-}
-
-impl fmt::Debug for Panic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Panic")
-            .field("message", &self.message)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A value reachable only by value, never through `&`.
-struct ByValue<T>(T);
-
-// SAFETY: `Sync` lets threads share `&ByValue<T>`, and no code reads or
-// writes the `T` through a shared reference (it is only ever moved out, by
-// whoever owns the `ByValue`), so sharing the reference shares nothing of
-// `T`, whatever `T` is (std's `Exclusive` makes the same argument).
-unsafe impl<T> Sync for ByValue<T> {}
-
-/// Why a task has no value, on its way to the handle: a caught panic, or the
-/// error a continuation carries from the step before it. If the handle is
-/// gone (the task was detached), dropping a panic hands the payload to the
-/// executor's panic hook, so a detached task never dies silently.
-pub(crate) struct Failure {
-    error: Option<TaskError>,
-    sink: Option<Sink>,
-}
-
-impl Failure {
-    fn take(mut self) -> TaskError {
-        self.error.take().expect("the error is taken once")
-    }
-}
-
-impl Drop for Failure {
-    fn drop(&mut self) {
-        if let Some(TaskError::Panicked(p)) = self.error.take() {
-            report(self.sink.as_ref(), p.into_payload());
-        }
-    }
-}
-
-/// Hands a panic nobody will read to `sink`, or drops it. Never unwinds:
-/// this runs where async-task aborts the process on a panic (dropping a
-/// detached task's output or future, freeing a task).
-pub(crate) fn report(sink: Option<&Sink>, payload: PanicPayload) {
-    match sink {
-        Some(sink) => sink.unobserved_panic(payload),
-        None => drop_payload(payload),
-    }
-}
-
-/// Drops a panic payload whose own `Drop` may panic; the second payload
-/// is leaked rather than dropped, since its `Drop` may panic as well.
-pub(crate) fn drop_payload(payload: PanicPayload) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        std::mem::forget(again);
     }
 }
 
@@ -1020,6 +424,28 @@ where
     (runnable, task)
 }
 
+/// The step before a continuation, type-erased, as its handle holds it so
+/// that `abort` can cancel it.
+#[derive(Clone)]
+pub(crate) struct Upstream(pub(crate) Arc<dyn AbortStep>);
+
+/// A step before a continuation (a link of the chain, which
+/// `future::then` makes), with its value type erased.
+pub(crate) trait AbortStep: Send + Sync {
+    /// Aborts the step, if it has not started, and hands back the one
+    /// before it.
+    fn abort_step(&self) -> Option<Upstream>;
+}
+
+/// Cancels the steps before a continuation that have not started, walking
+/// the chain back in a loop, so a chain of any length is cut in constant
+/// stack.
+pub(crate) fn abort_chain(mut next: Option<Upstream>) {
+    while let Some(Upstream(link)) = next {
+        next = link.abort_step();
+    }
+}
+
 /// A handle to a spawned task: a future of its result.
 ///
 /// Awaiting it gives `Ok(value)`, or the [`TaskError`] saying why there is no
@@ -1042,7 +468,7 @@ pub struct JoinHandle<T> {
     /// The executor for continuations, where `via` chose one.
     pub(crate) next: Option<Exec>,
     /// For a continuation, the step before it, which `abort` cancels too.
-    pub(crate) upstream: Option<crate::future::Upstream>,
+    pub(crate) upstream: Option<Upstream>,
 }
 
 enum State<T> {
@@ -1106,7 +532,7 @@ impl InfoRef {
 #[derive(Clone)]
 pub struct AbortHandle {
     target: Option<(InfoRef, Waker)>,
-    upstream: Option<crate::future::Upstream>,
+    upstream: Option<Upstream>,
 }
 
 impl AbortHandle {
@@ -1129,7 +555,7 @@ impl AbortHandle {
             abort_task(info.get(), waker);
         }
         if let Some(up) = &self.upstream {
-            crate::future::abort_chain(Some(up.clone()));
+            abort_chain(Some(up.clone()));
         }
     }
 

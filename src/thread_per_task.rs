@@ -4,10 +4,11 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use crate::executor::{impl_spawn, Executor};
+use crate::executor::Executor;
+use crate::executor::Runnable;
 use crate::metrics::ThreadPerTaskMetrics;
 use crate::pool::WaitError;
-use crate::task::Runnable;
+use crate::spawn::impl_spawn;
 
 /// Runs each scheduled runnable on a new, named OS thread
 /// (`{name}-0`, `{name}-1`, ...). For blocking work that must not occupy a

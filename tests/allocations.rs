@@ -62,7 +62,11 @@ fn join_allocates_nothing() {
     let (value, count) = block_on(pool.run(move || {
         // Warm-up: the deques reach their size, epoch and thread-locals
         // register, and the other worker steals (its first steal registers
-        // it with crossbeam's epoch, which allocates once).
+        // it with crossbeam's epoch, which allocates once). This worker
+        // looks into the others' queues once too, for the same reason: it
+        // may find its own work all along the warm-up, and steal for the
+        // first time while counted.
+        assert!(!p.try_run_one(), "nothing else is queued");
         let stolen = p.metrics().stolen;
         for round in 0..100_000 {
             fib(&p, 15);

@@ -12,8 +12,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use crate::error::RejectReason;
 use crate::executor::{home_of, Exec, Executor, INTERNAL};
-use crate::task::{with_task_polled_by, RejectReason};
+use crate::task::with_task_polled_by;
 
 /// Moves the current task to `ex`: from its next poll on, the task runs on
 /// `ex`. The returned future completes in that poll, so the code after

@@ -157,7 +157,6 @@ mod then;
 mod via;
 
 pub use hop::{hop_to, try_hop_to, Hop, HopError, TryHop};
-pub(crate) use then::{abort_chain, Upstream};
 pub use via::ViaExt;
 
 #[cfg(doc)]

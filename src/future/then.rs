@@ -34,28 +34,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
+use crate::error::TaskError;
 use crate::executor::Executor;
 use crate::loom::lock_std;
-use crate::task::{spawn_fallible, JoinHandle, TaskError};
-
-/// The step before a continuation, type-erased, as its handle holds it so
-/// that `abort` can cancel it.
-#[derive(Clone)]
-pub(crate) struct Upstream(Arc<dyn AbortStep>);
-
-/// A [`Link`] with its value type erased.
-trait AbortStep: Send + Sync {
-    /// [`Link::cut`].
-    fn abort_step(&self) -> Option<Upstream>;
-}
-
-/// Cancels the steps before a continuation that have not started, walking
-/// the chain back in a loop (ground rule 3).
-pub(crate) fn abort_chain(mut next: Option<Upstream>) {
-    while let Some(Upstream(link)) = next {
-        next = link.abort_step();
-    }
-}
+use crate::task::{abort_chain, spawn_fallible, AbortStep, JoinHandle, Upstream};
 
 /// The handle of the step before, shared between the step's task (which
 /// awaits it) and the step's handle (which may abort it).

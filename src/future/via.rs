@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use crate::executor::ExecutorExt;
+use crate::spawn::ExecutorExt;
 use crate::task::JoinHandle;
 
 mod sealed {

@@ -5,7 +5,7 @@ use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread;
 
-use crate::task::Runnable;
+use crate::executor::Runnable;
 
 /// One unit of work in a queue.
 pub(crate) enum Job {

@@ -54,10 +54,10 @@ use crossbeam_deque::{Injector, Stealer};
 use crossbeam_utils::CachePadded;
 use event_listener::{Event, Listener};
 
-use crate::executor::{
-    admitting_past_limit, impl_spawn, Admission, Exec, Executor, Internal, Tracker,
-};
-use crate::task::{adopt, drop_payload, PanicPayload, RejectReason, Runnable};
+use crate::error::{drop_payload, PanicPayload, RejectReason};
+use crate::executor::{admitting_past_limit, Admission, Exec, Executor, Internal, Tracker};
+use crate::executor::{adopt, Runnable};
+use crate::spawn::impl_spawn;
 use job::Job;
 pub(crate) use worker::{with_worker, WorkerCtx};
 

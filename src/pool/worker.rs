@@ -13,8 +13,8 @@ use event_listener::Listener;
 use super::idle::Woken;
 use super::job::{Job, JobRef, Latch, StackJob};
 use super::{drop_or_run, Shared, WorkerStats};
+use crate::executor::Runnable;
 use crate::signal::poll_to_end;
-use crate::task::Runnable;
 use crate::trace::trace_event;
 
 /// How often (in jobs) a worker looks at the injector before its own queue,

@@ -37,10 +37,11 @@ use std::task::{ready, Context, Poll, Waker};
 
 use super::queue::{Header, Item, Node, NodeVTable, Pushed};
 use super::{Shared, StrandMetrics};
+use crate::error::{Panic, TaskError};
 use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Mutex, Ordering::*};
 use crate::section::{self, Frame};
-use crate::task::{current_task_id, current_task_sink, JoinHandle, Panic, TaskError};
+use crate::task::{current_task_id, current_task_sink, JoinHandle};
 
 /// Data owned by a strand: an async mutex whose critical sections can run
 /// on the strand or in the caller's task, in one FIFO order.
@@ -775,8 +776,8 @@ impl Waiter {
 mod loom_model {
     use super::*;
     use crate::executor::Executor;
+    use crate::executor::Runnable;
     use crate::loom::Arc as LoomArc;
-    use crate::task::Runnable;
     use loom::thread;
 
     /// An executor for the models: it keeps what it is given and runs

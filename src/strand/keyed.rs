@@ -17,9 +17,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::Shared;
+use crate::executor::report;
 use crate::executor::{Exec, Executor};
 use crate::loom::lock_std as lock;
-use crate::task::{current_task_sink, report, JoinHandle};
+use crate::task::{current_task_sink, JoinHandle};
 
 /// Shards of the key map: keys spread over several locks, so submitters
 /// of different keys rarely meet.

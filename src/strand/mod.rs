@@ -108,13 +108,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
-use crate::executor::{
-    admit, home_of, impl_spawn, past_limit, try_admit, Admission, Exec, Executor, Internal,
-};
+use crate::error::{RejectReason, TaskError};
+use crate::executor::Runnable;
+use crate::executor::{admit, home_of, past_limit, try_admit, Admission, Exec, Executor, Internal};
 use crate::section::{self, Frame};
+use crate::spawn::impl_spawn;
 use crate::task::{
     create_daemon, current_task_id, spawn_admitted, task_id, with_current_task, Daemon, JoinHandle,
-    RejectReason, Runnable, TaskError,
 };
 use crate::trace::trace_event;
 pub use guarded::{Guard, Guarded, Lock, LockOwned, OwnedGuard};
@@ -805,8 +805,8 @@ impl<D> Drop for Runner<D> {
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
-    use crate::executor::ExecutorExt;
     use crate::loom::{Arc as LoomArc, AtomicUsize, Condvar, Mutex};
+    use crate::spawn::ExecutorExt;
     use loom::thread;
     use std::collections::VecDeque;
 

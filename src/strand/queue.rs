@@ -38,8 +38,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
 use crate::executor::Admission;
+use crate::executor::Runnable;
 use crate::loom::{AtomicUsize, Ordering::*};
-use crate::task::Runnable;
 
 /// Set while someone owns the strand: its runner is scheduled or running,
 /// a lock guard holds it, or a section runs on the spot. Set by the push
@@ -477,7 +477,7 @@ impl<F: FnOnce() + Send + 'static> Call<F> {
         // where a detached task's would (a pool's `on_unobserved_panic`),
         // and the strand goes on.
         if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-            crate::task::report(admission.sink().as_ref(), payload);
+            crate::executor::report(admission.sink().as_ref(), payload);
         }
         false
     }
@@ -492,7 +492,7 @@ impl<F: FnOnce() + Send + 'static> Call<F> {
         // Discarded while a runner is dropped, where async-task aborts on a
         // panic: a closure whose captures panic in `Drop` is reported.
         if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(f))) {
-            crate::task::report(admission.sink().as_ref(), payload);
+            crate::executor::report(admission.sink().as_ref(), payload);
         }
     }
 }

@@ -32,8 +32,8 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::task::Waker;
 
+use crate::executor::Runnable;
 use crate::loom::{AtomicUsize, Ordering};
-use crate::task::Runnable;
 
 /// Not in any wheel. The owner may insert it (again).
 pub(crate) const IDLE: usize = 0;

@@ -37,9 +37,10 @@ use super::interval::{Interval, MissedTickBehavior};
 use super::sleep::Sleep;
 use super::wheel::Inserted;
 use super::Timer;
+use crate::error::TaskError;
 use crate::executor::Executor;
 use crate::loom::{AtomicU64, AtomicUsize, Ordering};
-use crate::task::{create_admitted, JoinHandle, TaskError};
+use crate::task::{create_admitted, JoinHandle};
 
 /// The job has not started and may still be cancelled.
 const WAITING: usize = 0;
@@ -857,8 +858,8 @@ impl<E: Executor + Clone> TimedExt for E {}
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
+    use crate::executor::Runnable;
     use crate::loom::{lock, Mutex};
-    use crate::task::Runnable;
     use loom::thread;
 
     /// Collects runnables for the model's main thread to run.
