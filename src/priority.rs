@@ -59,11 +59,11 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
-use crate::error::{RejectReason, TaskError};
+use crate::error::RejectReason;
 use crate::executor::Runnable;
 use crate::executor::{home_of, Admission, Exec, Executor, Internal, INTERNAL};
 use crate::spawn::impl_spawn;
-use crate::task::{create_daemon, spawn_admitted, Daemon, JoinHandle};
+use crate::task::{create_daemon, spawn_or_reject, Daemon, JoinHandle};
 
 /// Decorates an executor with priorities: when the inner executor next runs
 /// one of this decorator's tasks, it is the highest-priority one pending,
@@ -237,10 +237,7 @@ impl PriorityExecutor {
             shared: shared.clone(),
             priority,
         }));
-        match shared.admission(true, INTERNAL) {
-            Ok(admission) => spawn_admitted(exec, future, admission),
-            Err(reason) => JoinHandle::failed(TaskError::Rejected(reason), exec),
-        }
+        spawn_or_reject(exec, future, shared.admission(true, INTERNAL))
     }
 
     /// Runs `f` at `priority`, fire-and-forget (dropped unrun if the

@@ -9,9 +9,9 @@ use std::task::{Context, Poll};
 
 use futures::task::{FutureObj, SpawnError};
 
-use crate::error::{RejectReason, TaskError};
+use crate::error::RejectReason;
 use crate::executor::{admit, home_of, try_admit, Exec, Executor};
-use crate::task::{spawn_admitted, JoinHandle};
+use crate::task::{spawn_admitted, spawn_or_reject, JoinHandle};
 
 /// Work an executor refused, handed back with the reason.
 ///
@@ -109,7 +109,7 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
     /// Spawns `future`; the handle resolves to its output.
     ///
     /// Never panics. On a closed executor the handle resolves to
-    /// [`TaskError::Rejected`]; on a full bounded one this waits for room
+    /// [`TaskError::Rejected`](crate::TaskError::Rejected); on a full bounded one this waits for room
     /// (on a worker of that pool, by running its tasks).
     ///
     /// # Examples
@@ -126,10 +126,7 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        match admit(self) {
-            Ok(admission) => spawn_admitted(home_of(self), future, admission),
-            Err(reason) => JoinHandle::failed(TaskError::Rejected(reason), home_of(self)),
-        }
+        spawn_or_reject(home_of(self), future, admit(self))
     }
 
     /// Spawns `future` if the executor takes it now; otherwise hands it back.

@@ -25,7 +25,7 @@ use std::task::{Context, Poll, Waker};
 
 use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
 
-use crate::error::{ByValue, Panic, TaskError};
+use crate::error::{ByValue, Panic, RejectReason, TaskError};
 use crate::executor::{report, Admission, Exec, Executor, Failure, Runnable, Sink, TaskInfo};
 
 /// The viaduct task being polled on this thread: its metadata, and the data
@@ -286,6 +286,24 @@ where
     let (runnable, handle) = create_admitted(exec, fut, admission);
     runnable.schedule();
     handle
+}
+
+/// Spawns `fut` on `exec` if it was admitted; otherwise a handle that says
+/// `Rejected` with the reason. Where every spawn that cannot hand the
+/// future back ends.
+pub(crate) fn spawn_or_reject<F>(
+    exec: Exec,
+    fut: F,
+    admitted: Result<Admission, RejectReason>,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match admitted {
+        Ok(admission) => spawn_admitted(exec, fut, admission),
+        Err(reason) => JoinHandle::failed(TaskError::Rejected(reason), exec),
+    }
 }
 
 /// Spawns `fut` on `exec`, which has already admitted it; an `Err` from

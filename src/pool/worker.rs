@@ -1,17 +1,17 @@
-//! A worker's run loop, and everything that runs on a worker's thread:
-//! local scheduling, `block_on` that helps, and fork-join.
+//! A worker's run loop, and what runs on a worker's thread besides:
+//! local scheduling, and `block_on` that helps (fork-join is in `join.rs`).
 
 use std::cell::Cell;
 use std::future::Future;
-use std::sync::atomic::{fence, AtomicBool, Ordering::*};
+use std::sync::atomic::{fence, Ordering::*};
 use std::sync::Arc;
-use std::thread::{self, Thread};
+use std::thread;
 
 use crossbeam_deque::{Steal, Worker};
 use event_listener::Listener;
 
 use super::idle::Woken;
-use super::job::{Job, JobRef, Latch, StackJob};
+use super::job::{Job, JobRef};
 use super::{drop_or_run, Shared, WorkerStats};
 use crate::executor::Runnable;
 use crate::signal::poll_to_end;
@@ -46,9 +46,9 @@ impl Queues {
 
 /// The state of the worker running on this thread.
 pub(crate) struct WorkerCtx {
-    shared: Arc<Shared>,
-    index: usize,
-    queues: Queues,
+    pub(super) shared: Arc<Shared>,
+    pub(super) index: usize,
+    pub(super) queues: Queues,
     /// The task this worker woke last: it runs next (message passing).
     /// Not stealable.
     lifo: Cell<Option<Runnable>>,
@@ -278,7 +278,7 @@ impl WorkerCtx {
 
     /// Runs jobs until `cond()` holds, sleeping when there are none. Whoever
     /// makes `cond()` true must `unpark` this worker.
-    fn wait_until(&self, cond: &dyn Fn() -> bool) {
+    pub(super) fn wait_until(&self, cond: &dyn Fn() -> bool) {
         while !cond() {
             if let Some(job) = self.next_local() {
                 job.run();
@@ -326,7 +326,7 @@ impl WorkerCtx {
     }
 }
 
-fn on_this_pool<'a>(w: Option<&'a WorkerCtx>, shared: &Shared) -> Option<&'a WorkerCtx> {
+pub(super) fn on_this_pool<'a>(w: Option<&'a WorkerCtx>, shared: &Shared) -> Option<&'a WorkerCtx> {
     w.filter(|w| std::ptr::eq(&*w.shared, shared))
 }
 
@@ -401,137 +401,5 @@ fn room_waiters(shared: &Shared) -> std::sync::MutexGuard<'_, Vec<usize>> {
 pub(crate) fn wake_room_waiters(shared: &Shared) {
     for &i in room_waiters(shared).iter() {
         shared.idle.unpark(i);
-    }
-}
-
-/// The latch of a `join` half offered to other workers: its owner is a
-/// worker, woken through the pool's parkers.
-struct WorkerLatch {
-    done: AtomicBool,
-    shared: *const Shared,
-    owner: usize,
-}
-
-impl Latch for WorkerLatch {
-    unsafe fn set(this: *const Self) {
-        // SAFETY: `this` is live until `done` is stored (the contract). The
-        // pool is kept alive by whoever runs the job: a worker (holding an
-        // `Arc<Shared>`) or a thread holding a `ThreadPool` handle.
-        unsafe {
-            let shared = &*(*this).shared;
-            let owner = (*this).owner;
-            (*this).done.store(true, Release);
-            shared.idle.unpark(owner);
-        }
-    }
-}
-
-/// The latch of a `join` handed in from outside: its owner is any thread.
-struct ThreadLatch {
-    done: AtomicBool,
-    thread: Thread,
-}
-
-impl Latch for ThreadLatch {
-    unsafe fn set(this: *const Self) {
-        // SAFETY: `this` is live until `done` is stored; the thread handle
-        // is cloned out before that.
-        unsafe {
-            let thread = (*this).thread.clone();
-            (*this).done.store(true, Release);
-            thread.unpark();
-        }
-    }
-}
-
-pub(crate) fn join<A, B, RA, RB>(shared: &Shared, a: A, b: B) -> (RA, RB)
-where
-    A: FnOnce() -> RA + Send,
-    B: FnOnce() -> RB + Send,
-    RA: Send,
-    RB: Send,
-{
-    with_worker(|w| match on_this_pool(w, shared) {
-        Some(w) => w.join(a, b),
-        None => join_from_outside(shared, a, b),
-    })
-}
-
-fn join_from_outside<A, B, RA, RB>(shared: &Shared, a: A, b: B) -> (RA, RB)
-where
-    A: FnOnce() -> RA + Send,
-    B: FnOnce() -> RB + Send,
-    RA: Send,
-    RB: Send,
-{
-    if shared.terminated.load(SeqCst) {
-        return (a(), b());
-    }
-    let latch = ThreadLatch {
-        done: AtomicBool::new(false),
-        thread: thread::current(),
-    };
-    let job = StackJob::new(latch, move || {
-        with_worker(|w| match w {
-            Some(w) => w.join(a, b),
-            // Run by the draining thread of a pool that just terminated.
-            None => (a(), b()),
-        })
-    });
-    shared.inject(Job::Fork(job.as_job_ref()));
-    while !job.latch.done.load(Acquire) {
-        thread::park();
-    }
-    match job.into_result() {
-        Ok(pair) => pair,
-        Err(p) => std::panic::resume_unwind(p),
-    }
-}
-
-impl WorkerCtx {
-    fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
-    where
-        A: FnOnce() -> RA + Send,
-        B: FnOnce() -> RB + Send,
-        RA: Send,
-        RB: Send,
-    {
-        let latch = WorkerLatch {
-            done: AtomicBool::new(false),
-            shared: &*self.shared,
-            owner: self.index,
-        };
-        let job_b = StackJob::new(latch, b);
-        let job_b_ref = job_b.as_job_ref();
-        self.queues.forks.push(job_b_ref);
-        self.shared.idle.notify_one();
-
-        let result_a = std::panic::catch_unwind(std::panic::AssertUnwindSafe(a));
-
-        // Take `b` back if nobody stole it. Joins nested in `a` have popped
-        // their own halves, so `b` is on top unless it was stolen.
-        let result_b = loop {
-            if job_b.latch.done.load(Acquire) {
-                break job_b.into_result();
-            }
-            match self.queues.forks.pop() {
-                Some(fork) if fork == job_b_ref && result_a.is_ok() => {
-                    // Not stolen: run it here, no latch or catch needed.
-                    let Ok(ra) = result_a else { unreachable!() };
-                    return (ra, job_b.run_inline());
-                }
-                // Another job, or `b` after `a` panicked: `b` still runs
-                // (as in rayon), through its latch, then `a`'s panic goes on.
-                Some(other) => Job::Fork(other).run(),
-                None => {
-                    self.wait_until(&|| job_b.latch.done.load(Acquire));
-                    break job_b.into_result();
-                }
-            }
-        };
-        match (result_a, result_b) {
-            (Ok(ra), Ok(rb)) => (ra, rb),
-            (Err(p), _) | (_, Err(p)) => std::panic::resume_unwind(p),
-        }
     }
 }

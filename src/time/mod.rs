@@ -83,6 +83,7 @@ mod clock;
 mod driver;
 mod entry;
 mod interval;
+mod periodic;
 mod scheduled;
 mod sleep;
 mod wheel;
@@ -104,7 +105,8 @@ use self::wheel::{Inserted, Wheel};
 use crate::loom::{lock, Mutex};
 
 pub use self::interval::{Interval, MissedTickBehavior, Tick};
-pub use self::scheduled::{Pacing, Periodic, Scheduled, TimedExt};
+pub use self::periodic::{Pacing, Periodic};
+pub use self::scheduled::{Scheduled, TimedExt};
 pub use self::sleep::{Elapsed, Sleep, Timeout};
 
 /// How many due timers are fired per lock acquisition: bounds how long an

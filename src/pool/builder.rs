@@ -1,0 +1,368 @@
+//! [`Builder`]: a pool's settings, and starting its workers.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use crossbeam_deque::Injector;
+use event_listener::Event;
+
+use super::{idle, worker, Hook, PanicHandler, Shared, ThreadPool, OPEN};
+use crate::error::PanicPayload;
+
+/// Configures and starts a [`ThreadPool`].
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::ThreadPool;
+///
+/// let pool = ThreadPool::builder()
+///     .threads(4)
+///     .name("cpu")
+///     .stack_size(1 << 20)
+///     .max_pending(10_000)
+///     .on_thread_start(|| println!("{} up", std::thread::current().name().unwrap()))
+///     .build()
+///     .unwrap();
+/// assert_eq!(pool.threads(), 4);
+/// ```
+#[must_use = "a builder does nothing until you call build()"]
+pub struct Builder {
+    threads: Option<usize>,
+    name: String,
+    stack_size: Option<usize>,
+    max_pending: Option<usize>,
+    on_start: Option<Hook>,
+    on_stop: Option<Hook>,
+    on_panic: Option<PanicHandler>,
+}
+
+/// Why [`Builder::build`] failed.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::pool::BuildError;
+/// use viaduct::ThreadPool;
+///
+/// let err = ThreadPool::builder().threads(0).build().unwrap_err();
+/// assert!(matches!(err, BuildError::ZeroThreads));
+/// assert!(err.to_string().contains("at least one thread"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// `threads(0)`: a pool needs at least one thread.
+    ZeroThreads,
+    /// `max_pending(0)`: a bounded pool needs room for at least one task.
+    ZeroMaxPending,
+    /// The name holds a NUL byte, which no OS thread name can.
+    InvalidName(String),
+    /// The operating system refused to start a worker thread.
+    Spawn(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::ZeroThreads => {
+                f.write_str("a thread pool needs at least one thread: use threads(n) with n >= 1")
+            }
+            BuildError::ZeroMaxPending => f.write_str(
+                "max_pending(0) leaves no room for any task: use n >= 1, or leave it unset",
+            ),
+            BuildError::InvalidName(name) => write!(
+                f,
+                "the pool name {name:?} holds a NUL byte, which a thread name cannot: use a name \
+                 without one"
+            ),
+            BuildError::Spawn(e) => write!(f, "could not start a worker thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Spawn(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            threads: None,
+            name: "viaduct".into(),
+            stack_size: None,
+            max_pending: None,
+            on_start: None,
+            on_stop: None,
+            on_panic: None,
+        }
+    }
+}
+
+impl Builder {
+    /// Number of worker threads (default: the available parallelism).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::ThreadPool;
+    ///
+    /// let pool = ThreadPool::builder().threads(3).build().unwrap();
+    /// assert_eq!(pool.threads(), 3);
+    /// ```
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = Some(n);
+        self
+    }
+
+    /// Thread name prefix: workers are `{name}-0`, `{name}-1`, ...
+    /// (default `viaduct`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).name("io").build().unwrap();
+    /// let name = block_on(pool.run(|| std::thread::current().name().map(str::to_owned))).unwrap();
+    /// assert_eq!(name.as_deref(), Some("io-0"));
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Stack size of each worker thread, in bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).stack_size(4 << 20).build().unwrap();
+    /// // A 1 MiB array on the stack fits in a 4 MiB worker stack.
+    /// let sum = pool.run(|| {
+    ///     let big = std::hint::black_box([1u8; 1 << 20]);
+    ///     big.iter().map(|&b| u64::from(b)).sum::<u64>()
+    /// });
+    /// assert_eq!(block_on(sum).unwrap(), 1 << 20);
+    /// ```
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Bounded mode: at most `n` tasks accepted and not yet finished. Past
+    /// that, `try_spawn` returns [`RejectReason::Full`](crate::RejectReason::Full) with the future, and
+    /// `spawn` waits for room (on a worker of this pool, by running tasks).
+    /// Work queued on a [`Strand`](crate::Strand) or a
+    /// [`Guarded`](crate::Guarded) over this pool (posts, sections, tasks)
+    /// counts toward the bound but never waits for room: it may be queued
+    /// behind a section or a guard that is waiting for its submitter, so
+    /// waiting could deadlock. `try_spawn` and `try_execute` on a strand
+    /// still say `Full`, for back-pressure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use viaduct::{block_on, ExecutorExt, RejectReason, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).max_pending(1).build().unwrap();
+    /// let (go, wait) = mpsc::channel::<()>();
+    /// let busy = pool.run(move || wait.recv().unwrap()); // takes the only slot
+    /// let refused = pool.try_spawn(async { 1 }).unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::Full);
+    /// go.send(()).unwrap();
+    /// block_on(busy).unwrap();
+    /// // The slot is free again; `spawn` would also have waited for it.
+    /// assert_eq!(block_on(pool.spawn(refused.into_inner())).unwrap(), 1);
+    /// ```
+    pub fn max_pending(mut self, n: usize) -> Self {
+        self.max_pending = Some(n);
+        self
+    }
+
+    /// Runs on each worker thread when it starts. A panic in it is caught,
+    /// reported like a detached task's panic, and the worker serves anyway.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use viaduct::ThreadPool;
+    ///
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let counter = started.clone();
+    /// let pool = ThreadPool::builder()
+    ///     .threads(2)
+    ///     .on_thread_start(move || {
+    ///         counter.fetch_add(1, Ordering::SeqCst);
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.shutdown().unwrap();
+    /// assert_eq!(started.load(Ordering::SeqCst), 2);
+    /// ```
+    pub fn on_thread_start(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_start = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs on each worker thread just before it exits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use viaduct::ThreadPool;
+    ///
+    /// let stopped = Arc::new(Mutex::new(Vec::new()));
+    /// let log = stopped.clone();
+    /// let pool = ThreadPool::builder()
+    ///     .threads(2)
+    ///     .name("w")
+    ///     .on_thread_stop(move || {
+    ///         let name = std::thread::current().name().unwrap().to_owned();
+    ///         log.lock().unwrap().push(name);
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.shutdown().unwrap();
+    /// let mut names = stopped.lock().unwrap().clone();
+    /// names.sort();
+    /// assert_eq!(names, ["w-0", "w-1"]);
+    /// ```
+    pub fn on_thread_stop(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_stop = Some(Arc::new(f));
+        self
+    }
+
+    /// Receives the panic payload of every task that panicked with nobody
+    /// to hear it: its [`JoinHandle`](crate::JoinHandle) was dropped. Without
+    /// a handler such a panic is dropped after std's panic hook printed it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::sync::Mutex;
+    /// use viaduct::{ExecutorExt, ThreadPool};
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let tx = Mutex::new(tx);
+    /// let pool = ThreadPool::builder()
+    ///     .threads(1)
+    ///     .on_unobserved_panic(move |payload| {
+    ///         let msg = payload.downcast_ref::<&str>().copied().unwrap_or("?");
+    ///         tx.lock().unwrap().send(msg.to_owned()).unwrap();
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.execute(|| panic!("nobody listens")); // the handle is dropped
+    /// assert_eq!(rx.recv().unwrap(), "nobody listens");
+    /// ```
+    pub fn on_unobserved_panic(mut self, f: impl Fn(PanicPayload) + Send + Sync + 'static) -> Self {
+        self.on_panic = Some(Arc::new(f));
+        self
+    }
+
+    /// Starts the pool.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::ZeroThreads`] for `threads(0)`,
+    /// [`BuildError::ZeroMaxPending`] for `max_pending(0)`,
+    /// [`BuildError::InvalidName`] for a name with a NUL byte,
+    /// [`BuildError::Spawn`] if a thread could not be started (the threads
+    /// already started are stopped again).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::pool::BuildError;
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(2).build().unwrap();
+    /// assert_eq!(block_on(pool.run(|| 1 + 1)).unwrap(), 2);
+    ///
+    /// let err = ThreadPool::builder().max_pending(0).build().unwrap_err();
+    /// assert!(matches!(err, BuildError::ZeroMaxPending));
+    /// ```
+    pub fn build(self) -> Result<ThreadPool, BuildError> {
+        let n = match self.threads {
+            Some(0) => return Err(BuildError::ZeroThreads),
+            Some(n) => n,
+            None => thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        if self.max_pending == Some(0) {
+            return Err(BuildError::ZeroMaxPending);
+        }
+        if self.name.contains('\0') {
+            return Err(BuildError::InvalidName(self.name));
+        }
+        let workers: Vec<_> = (0..n).map(|_| worker::Queues::new()).collect();
+        let shared = Arc::new_cyclic(|me| Shared {
+            me: me.clone(),
+            name: self.name,
+            injector: Injector::new(),
+            stealers: workers.iter().map(|w| w.tasks.stealer()).collect(),
+            fork_stealers: workers.iter().map(|w| w.forks.stealer()).collect(),
+            idle: idle::Idle::new(n),
+            state: AtomicU8::new(OPEN),
+            terminated: Default::default(),
+            spawned: Default::default(),
+            finished: Default::default(),
+            max_pending: self.max_pending.map(|m| m as u64),
+            room: Event::new(),
+            room_waiters: Mutex::new(Vec::new()),
+            stats: (0..n).map(|_| Default::default()).collect(),
+            handles: AtomicUsize::new(1),
+            running_workers: AtomicUsize::new(n),
+            all_exited: Event::new(),
+            threads: Mutex::new(Vec::with_capacity(n)),
+            on_start: self.on_start,
+            on_stop: self.on_stop,
+            on_panic: self.on_panic,
+        });
+        let pool = ThreadPool { shared };
+        // Set explicitly, so that `block_on` knows how much stack it has.
+        let stack_size = self.stack_size.unwrap_or_else(default_stack_size);
+        for (index, queues) in workers.into_iter().enumerate() {
+            let b = thread::Builder::new()
+                .name(format!("{}-{index}", pool.shared.name))
+                .stack_size(stack_size);
+            let shared = pool.shared.clone();
+            match b.spawn(move || worker::run(shared, index, queues, stack_size)) {
+                Ok(t) => crate::loom::lock_std(&pool.shared.threads).push(t),
+                Err(e) => {
+                    // Workers not started never decrement the count: do it
+                    // for them, then stop the ones that did start.
+                    let missing = n - index;
+                    pool.shared.running_workers.fetch_sub(missing - 1, SeqCst);
+                    pool.shared.worker_exited();
+                    pool.shared.stop();
+                    let _ = pool.join_workers();
+                    return Err(BuildError::Spawn(e));
+                }
+            }
+        }
+        Ok(pool)
+    }
+}
+
+/// The stack size std gives a new thread: `RUST_MIN_STACK`, else 2 MiB.
+fn default_stack_size() -> usize {
+    std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2 << 20)
+}

@@ -1,0 +1,387 @@
+//! The strand itself: its ownership protocol (the ground rules in the
+//! module docs of `strand`), its runner, and what its owners do.
+
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Waker};
+
+use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Taken};
+use super::{Shared, StrandMetrics};
+use crate::error::RejectReason;
+use crate::executor::{admit, past_limit, try_admit, Admission, Exec, Executor, Runnable};
+use crate::section::Frame;
+use crate::task::{create_daemon, current_task_id, task_id, with_current_task, Daemon};
+use crate::trace::trace_event;
+
+/// How many items the runner handles in one poll before it wakes itself
+/// and returns, so that the rest of its executor's work runs in between.
+/// tokio's task budget; small under loom, so the models yield too.
+const BUDGET: usize = if cfg!(loom) { 2 } else { 128 };
+
+/// How many times [`Core::acquire_briefly`] looks at a strand that runs a
+/// section on the spot before giving up: such a section is short, and a
+/// little spinning is much cheaper than queueing a task and sleeping (8 to
+/// 64 measured alike; none at all let contended `with` calls fall back to
+/// queueing half the time, at three times the cost). Loom models do not
+/// spin.
+const SPINS: usize = if cfg!(loom) { 0 } else { 16 };
+
+/// The strand itself, whatever it guards.
+pub(crate) struct Core {
+    queue: Queue<Item>,
+    /// Owner only: the rest of the batch being run, oldest first.
+    batch: OwnerCell<List<Item>>,
+    /// Wakes the runner once it has been started.
+    runner: Waker,
+    /// Cancels the runner when the strand goes.
+    _runner_task: Daemon,
+    /// Owner only: the runner's first runnable, until the first start.
+    fresh: OwnerCell<Option<Runnable>>,
+    /// The strand itself, weakly, for `held`.
+    me: Weak<dyn Any + Send + Sync>,
+    /// Owner only: the strand, held strongly while the runner owns it (from
+    /// `start_runner` until it gives the strand up), so that what is queued
+    /// keeps the strand alive without a reference per item.
+    held: OwnerCell<Option<Arc<dyn Any + Send + Sync>>>,
+    pub(super) inner: Exec,
+    closed: AtomicBool,
+    /// Set once, by the runner's drop as owner: the strand has no runner
+    /// any more (Shutdown step 2).
+    dead: AtomicBool,
+    /// Written by the owner only (a load and a store), read by anyone.
+    queued: AtomicU64,
+    batches: AtomicU64,
+    inline: AtomicU64,
+}
+
+impl Core {
+    /// A strand over `inner`, for the shared state `me` will point at.
+    pub(super) fn new<D: Send + Sync + 'static>(me: &Weak<Shared<D>>, inner: Exec) -> Core {
+        // The runner is made now, started by the first submission. It
+        // holds the strand weakly: the strand holds its waker.
+        let runner = Runner { shared: me.clone() };
+        let (runnable, daemon) = create_daemon(inner.clone(), runner);
+        Core {
+            queue: Queue::new(),
+            batch: OwnerCell::new(List::default()),
+            runner: runnable.waker(),
+            _runner_task: daemon,
+            fresh: OwnerCell::new(Some(runnable)),
+            me: me.clone(),
+            held: OwnerCell::new(None),
+            inner,
+            closed: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            queued: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            inline: AtomicU64::new(0),
+        }
+    }
+
+    pub(super) fn submit(&self, item: Item) {
+        match self.queue.push(item) {
+            Pushed::Queued => {}
+            // SAFETY: the push made this thread the owner.
+            Pushed::Owned => unsafe { self.start_runner() },
+        }
+    }
+
+    /// Hands the strand to the runner.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand, and gives ownership up by this call.
+    unsafe fn start_runner(&self) {
+        // Acquire: the owner that marked the strand dead released it since.
+        if self.dead.load(Acquire) {
+            // SAFETY: the caller owns the strand.
+            return unsafe { self.drain_dead() };
+        }
+        // SAFETY: the caller owns the strand, and is not the runner (which
+        // keeps the strand by waking itself), so nothing is held yet. The
+        // upgrade succeeds: the caller reached the strand through a strong
+        // reference (a handle, a task of the strand, a guard).
+        unsafe {
+            self.held.with_mut(|held| {
+                debug_assert!(held.is_none(), "only the runner holds the strand");
+                *held = self.me.upgrade();
+            })
+        };
+        // SAFETY: the caller owns the strand.
+        match unsafe { self.fresh.with_mut(Option::take) } {
+            Some(runnable) => runnable.schedule(),
+            None => self.runner.wake_by_ref(),
+        }
+    }
+
+    /// The next item for the runner, granting lock requests on the way
+    /// and skipping cancelled ones. `None` means the caller no longer owns
+    /// the strand: it granted a lock request (the strand is parked), or
+    /// found nothing queued (the strand is idle).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand.
+    unsafe fn next(&self) -> Option<Item> {
+        loop {
+            // SAFETY: the caller owns the strand.
+            let item = match unsafe { self.batch.with_mut(List::pop_front) } {
+                Some(item) => item,
+                None => {
+                    // Taken out while still the owner: a release gives up
+                    // the cell. Dropping it cannot free the strand under
+                    // our feet: every caller holds a strong reference of
+                    // its own (the runner's poll and drop upgrade theirs;
+                    // a guard or an on-the-spot section has its handle).
+                    // SAFETY: the caller owns the strand.
+                    let held = unsafe { self.held.with_mut(Option::take) };
+                    match self.queue.take() {
+                        Taken::Released => {
+                            drop(held);
+                            return None;
+                        }
+                        Taken::Batch(list, n) => {
+                            // SAFETY: still the owner (the take returned a
+                            // batch).
+                            unsafe { self.held.with_mut(|h| *h = held) };
+                            bump(&self.batches, 1);
+                            bump(&self.queued, n as u64);
+                            trace_event!(batch = n, "strand batch");
+                            // SAFETY: the caller owns the strand (the take
+                            // returned a batch, so it still does).
+                            unsafe { self.batch.with_mut(|b| *b = list) };
+                            continue;
+                        }
+                    }
+                }
+            };
+            match item {
+                Item::Node(node) if node.grants() => {
+                    // A granted request owns the strand (it is parked); its
+                    // lock future or guard borrows the `Guarded`, which
+                    // keeps the strand alive meanwhile.
+                    // SAFETY: the caller owns the strand until the grant.
+                    let held = unsafe { self.held.with_mut(Option::take) };
+                    if node.run() {
+                        drop(held);
+                        return None;
+                    }
+                    // SAFETY: not granted (the request was given up), so
+                    // the caller still owns the strand.
+                    unsafe { self.held.with_mut(|h| *h = held) };
+                }
+                item => return Some(item),
+            }
+        }
+    }
+
+    /// Passes the strand on, for an owner that is not the runner (a guard,
+    /// a lock future, a lock request that found the strand idle): lock
+    /// requests next in line are granted right here; at anything else the
+    /// runner takes over.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand, and gives ownership up by this call.
+    pub(crate) unsafe fn hand_on(&self) {
+        // SAFETY: the caller owns the strand; `next` returning an item means
+        // it still does, until `start_runner`.
+        unsafe {
+            if let Some(item) = self.next() {
+                self.batch.with_mut(|b| b.push_front(item));
+                self.start_runner();
+            }
+        }
+    }
+
+    /// The runner's poll: run up to [`BUDGET`] items.
+    fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let frame = Frame::new(self.id(), std::ptr::null(), current_task_id());
+        let _entered = frame.enter();
+        for _ in 0..BUDGET {
+            // SAFETY: the runner is polled only after an owner handed the
+            // strand over to it (ground rule 4).
+            match unsafe { self.next() } {
+                Some(Item::Task(runnable)) => {
+                    frame.set_task(task_id(runnable.metadata()));
+                    runnable.run();
+                }
+                Some(Item::Node(call)) => {
+                    // A posted closure runs in the runner's own task.
+                    frame.set_task(frame.outer());
+                    let granted = call.run();
+                    debug_assert!(!granted, "lock requests are granted in `next`");
+                }
+                None => return Poll::Pending,
+            }
+        }
+        // Still the owner: run again after the executor's other work.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Marks the strand dead (Shutdown step 2) and drains it.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand: the runner, being dropped.
+    unsafe fn kill(&self) {
+        trace_event!("strand dead: its runner was dropped");
+        self.dead.store(true, Release);
+        // SAFETY: the caller owns the strand.
+        unsafe { self.drain_dead() };
+    }
+
+    /// What a dead strand's owner does instead of starting the runner:
+    /// drop the tasks and posted closures in line (cancelling them) and
+    /// grant the lock requests, until the strand is parked by a grant or
+    /// idle. Every caller holds a strong reference of its own (the
+    /// runner's drop, a handle, a guard, a task of the strand), so
+    /// dropping what is queued cannot free the strand under it.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand, and gives ownership up by this call.
+    unsafe fn drain_dead(&self) {
+        // SAFETY: the caller owns the strand while `next` returns items.
+        while let Some(item) = unsafe { self.next() } {
+            drop(item);
+        }
+    }
+
+    /// `true` once the strand's executor threw its runner away.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Acquire)
+    }
+
+    pub(super) fn close(&self) {
+        self.closed.store(true, SeqCst);
+    }
+
+    /// `true` if the strand takes no new work: closed itself, dead, or
+    /// over a closed executor.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(SeqCst) || self.is_dead() || self.inner.is_closed()
+    }
+
+    fn refused(&self) -> bool {
+        self.closed.load(SeqCst) || self.is_dead()
+    }
+
+    pub(super) fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
+        if self.refused() {
+            return Err(RejectReason::Closed);
+        }
+        // Counted, but never made to wait for room: what is queued on a
+        // strand may wait behind a section or a guard that is itself
+        // waiting for the submitter (a section posting to its own strand,
+        // a task calling `with` while it holds a guard), and the room the
+        // submitter would wait for may be held by that very backlog.
+        match try_admit(&self.inner) {
+            Err(RejectReason::Full) if wait => past_limit(|| admit(&self.inner)),
+            admitted => admitted,
+        }
+    }
+
+    pub(crate) fn admit(&self) -> Result<Admission, RejectReason> {
+        self.admission(true)
+    }
+
+    /// Takes the strand over if it is free, or becomes free within a short
+    /// spin while another thread runs a section on the spot with nothing
+    /// queued behind it; never queues. `quick` says the caller will run a
+    /// section on the spot itself (so others may spin on it). Counts a
+    /// section that did not queue.
+    pub(crate) fn acquire_briefly(&self, quick: bool) -> bool {
+        let mut spins = 0;
+        loop {
+            match self.queue.peek() {
+                Peek::Idle => {
+                    if self.queue.try_acquire(quick) {
+                        bump(&self.inline, 1);
+                        return true;
+                    }
+                }
+                // Spin only on an owner known to be quick: a lock may be
+                // held across `.await`, the runner may have a long batch
+                // left, and every look at a busy strand is a cache miss.
+                Peek::Quick if spins < SPINS => {}
+                _ => return false,
+            }
+            spins += 1;
+            std::hint::spin_loop();
+        }
+    }
+
+    /// The strand's identity for [`section`]: the address of its shared
+    /// state, which a task's executor handle of the strand points at.
+    pub(crate) fn id(&self) -> *const () {
+        self.me.as_ptr() as *const ()
+    }
+
+    /// Takes the strand over if it is idle with nothing queued: FIFO order
+    /// is kept, since nobody is waiting. Counts a section that did not
+    /// queue.
+    pub(crate) fn try_acquire(&self) -> bool {
+        let acquired = self.queue.try_acquire(false);
+        if acquired {
+            bump(&self.inline, 1);
+        }
+        acquired
+    }
+
+    /// `true` if the caller is a task of the strand's executor, running on
+    /// it: a section may run right here without leaving that executor.
+    pub(crate) fn on_inner_executor(&self) -> bool {
+        with_current_task(|t| t.is_some_and(|t| t.with_executor(|ex| ex.same_as(&self.inner))))
+    }
+
+    pub(crate) fn push(&self, item: Item) -> Pushed {
+        self.queue.push(item)
+    }
+
+    pub(crate) fn metrics(&self) -> StrandMetrics {
+        StrandMetrics {
+            queued: self.queued.load(Relaxed),
+            batches: self.batches.load(Relaxed),
+            inline: self.inline.load(Relaxed),
+        }
+    }
+}
+
+/// Only the owner writes the counters, so a load and a store will do.
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Relaxed) + n, Relaxed);
+}
+
+/// The runner task's future.
+struct Runner<D> {
+    shared: Weak<Shared<D>>,
+}
+
+impl<D: Send + Sync + 'static> Future for Runner<D> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.shared.upgrade() {
+            Some(shared) => shared.core.run(cx),
+            // The strand is gone; this is async-task dropping the runner.
+            None => Poll::Ready(()),
+        }
+    }
+}
+
+impl<D> Drop for Runner<D> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            // The strand lives on, so this is the executor throwing the
+            // runner's runnable away: the runner was scheduled, so it owned
+            // the strand (ground rule 4).
+            // SAFETY: as just said.
+            unsafe { shared.core.kill() };
+        }
+    }
+}
