@@ -242,18 +242,6 @@ impl<F> Drop for TaskFuture<'_, F> {
     }
 }
 
-/// One byte a schedule function captures so that it is not zero-sized (see
-/// `create_fallible`).
-#[derive(Clone, Copy)]
-struct KeepAlive(u8);
-
-impl KeepAlive {
-    #[inline(always)]
-    fn touch(self) {
-        std::hint::black_box(self.0);
-    }
-}
-
 thread_local! {
     /// The task whose executor's `schedule` this thread is in.
     static SCHEDULING: Cell<*const TaskInfo> = const { Cell::new(std::ptr::null()) };
@@ -288,9 +276,18 @@ where
     handle
 }
 
+/// The admission, or the handle of a task `exec` refused: every spawn
+/// goes through here, so a refusal always reads `Rejected` with its
+/// reason, on a handle whose continuations run on `exec`.
+pub(crate) fn admitted_or_rejected<T>(
+    exec: &Exec,
+    admitted: Result<Admission, RejectReason>,
+) -> Result<Admission, JoinHandle<T>> {
+    admitted.map_err(|reason| JoinHandle::failed(TaskError::Rejected(reason), exec.clone()))
+}
+
 /// Spawns `fut` on `exec` if it was admitted; otherwise a handle that says
-/// `Rejected` with the reason. Where every spawn that cannot hand the
-/// future back ends.
+/// `Rejected` with the reason.
 pub(crate) fn spawn_or_reject<F>(
     exec: Exec,
     fut: F,
@@ -300,9 +297,9 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match admitted {
+    match admitted_or_rejected(&exec, admitted) {
         Ok(admission) => spawn_admitted(exec, fut, admission),
-        Err(reason) => JoinHandle::failed(TaskError::Rejected(reason), exec),
+        Err(refused) => refused,
     }
 }
 
@@ -404,31 +401,30 @@ where
             NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         },
     };
-    // The schedule function must not be zero-sized: async-task keeps the task
-    // alive across a call to a schedule function only if it captures
-    // something, and `schedule` reads the executor out of the task's
-    // metadata while the executor may already be running the task elsewhere.
-    let keep_alive = KeepAlive(1);
     let schedule = move |runnable: Runnable, how: ScheduleInfo| {
-        // A use, so that the closure captures it (`let _ = keep_alive;`
-        // would not, and the closure would be zero-sized; miri caught that).
-        keep_alive.touch();
+        // The executor may run the task, to its end, on another thread as
+        // soon as it has the runnable, while this call still reads the
+        // task's metadata (the executor it is calling lives there). A
+        // waker of the task keeps the task's allocation alive: that is
+        // what a waker promises, so nothing here relies on what async-task
+        // does around a schedule function.
+        let alive = runnable.waker();
         let info: *const TaskInfo = runnable.metadata();
-        // SAFETY: `info` points into the task's allocation, which async-task
-        // keeps alive for the whole call (the schedule function is not
-        // zero-sized, see above), even after `runnable` is handed over.
+        // SAFETY: `info` points into the task's allocation, which `alive`
+        // keeps alive until the end of this call, even after `runnable` is
+        // handed over.
         let info = unsafe { &*info };
         info.yielded
             .store(how.woken_while_running, Ordering::Relaxed);
         schedule_catching(info, runnable);
+        drop(alive);
     };
-    debug_assert!(std::mem::size_of_val(&schedule) > 0, "see KeepAlive");
     // SAFETY: `spawn_unchecked` asks for:
     // - `Fut: Send` or single-thread use: `TaskFuture<F>` is Send because `F`
     //   is Send and `&TaskInfo` is Send (TaskInfo is Sync).
     // - borrowed non-metadata variables outliving the runnable: the future
     //   borrows only the metadata; `F` itself is 'static.
-    // - `schedule` Send + Sync + 'static: it captures a `u8`.
+    // - `schedule` Send + Sync + 'static: it captures nothing.
     let (runnable, task) = unsafe {
         Builder::new().metadata(info).spawn_unchecked(
             move |info: &TaskInfo| TaskFuture {

@@ -37,7 +37,9 @@ use std::task::{ready, Context, Poll};
 use crate::error::TaskError;
 use crate::executor::Executor;
 use crate::loom::lock_std;
-use crate::task::{abort_chain, spawn_fallible, AbortStep, JoinHandle, Upstream};
+use crate::task::{
+    abort_chain, admitted_or_rejected, spawn_fallible, AbortStep, JoinHandle, Upstream,
+};
 
 /// The handle of the step before, shared between the step's task (which
 /// awaits it) and the step's handle (which may abort it).
@@ -233,11 +235,11 @@ impl<T: Send + 'static> JoinHandle<T> {
         U: Send + 'static,
     {
         let ex = self.executor();
-        let admission = match crate::executor::admit(&ex) {
+        let admission = match admitted_or_rejected(&ex, crate::executor::admit(&ex)) {
             Ok(admission) => admission,
             // `self` is dropped here, unlinked: the work already under way
             // runs on, detached (ground rule 5).
-            Err(reason) => return JoinHandle::failed(TaskError::Rejected(reason), ex),
+            Err(refused) => return refused,
         };
         let link = Arc::new(Link {
             slot: Mutex::new(Some(self)),

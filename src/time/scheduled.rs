@@ -38,7 +38,7 @@ use super::Timer;
 use crate::error::TaskError;
 use crate::executor::Executor;
 use crate::loom::{AtomicU64, AtomicUsize, Ordering};
-use crate::task::{create_admitted, JoinHandle};
+use crate::task::{admitted_or_rejected, create_admitted, JoinHandle};
 
 /// The job has not started and may still be cancelled.
 const WAITING: usize = 0;
@@ -227,18 +227,15 @@ impl Timer {
         F::Output: Send + 'static,
     {
         let job = Job::new(self.entry());
-        let admission = match crate::executor::admit(ex) {
+        let home = crate::executor::home_of(ex);
+        let admission = match admitted_or_rejected(&home, crate::executor::admit(ex)) {
             Ok(a) => a,
-            Err(reason) => {
+            Err(refused) => {
                 job.claim.store(STARTED, Ordering::Release);
-                return (
-                    JoinHandle::failed(TaskError::Rejected(reason), crate::executor::home_of(ex)),
-                    job,
-                );
+                return (refused, job);
             }
         };
-        let (runnable, join) =
-            create_admitted(crate::executor::home_of(ex), make(job.clone()), admission);
+        let (runnable, join) = create_admitted(home, make(job.clone()), admission);
         if deadline <= self.now_ns() {
             runnable.schedule();
             return (join, job);
