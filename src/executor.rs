@@ -677,30 +677,58 @@ pub(crate) enum Fault {
 }
 
 impl TaskInfo {
+    /// The task's future was dropped unfinished inside its own executor's
+    /// `schedule` (the executor refused or threw away the runnable, perhaps
+    /// as that `schedule` panics): its handle waits for that call to end,
+    /// to tell a panic from a plain cancellation. A refusal recorded
+    /// already stands.
     pub(crate) fn fault_began(&self, sink: Option<Sink>) {
-        *crate::loom::lock_std(&self.fault) =
-            Some(Box::new(Fault::Unwinding { sink, waiter: None }));
-        self.faulted.store(true, Ordering::Release);
+        let mut fault = crate::loom::lock_std(&self.fault);
+        if fault.is_none() {
+            *fault = Some(Box::new(Fault::Unwinding { sink, waiter: None }));
+            self.faulted.store(true, Ordering::Release);
+        }
     }
 
-    /// The `schedule` that dropped the future has unwound with `payload`.
-    pub(crate) fn fault_ended(&self, payload: PanicPayload) {
+    /// The `schedule` call during which the future may have been dropped
+    /// has ended, with `panicked` if it unwound. Never unwinds itself: it
+    /// runs in the schedule function.
+    pub(crate) fn fault_ended(&self, panicked: Option<PanicPayload>) {
         if !self.faulted.load(Ordering::Acquire) {
-            // The executor kept the runnable, so the task is not over and
-            // has no use for the payload. std's hook has printed it.
-            return drop_payload(payload);
+            // The future was not dropped in that call: the executor kept
+            // the runnable, the task lives on, and has no use for a payload
+            // (std's hook has printed it).
+            if let Some(payload) = panicked {
+                drop_payload(payload);
+            }
+            return;
         }
         let mut fault = crate::loom::lock_std(&self.fault);
-        let Some(Fault::Unwinding { sink, waiter }) = fault.take().map(|f| *f) else {
-            unreachable!("a panicking schedule is the one fault that ends")
+        let waiter = match fault.as_deref_mut() {
+            Some(Fault::Unwinding { sink, waiter }) => {
+                let waiter = waiter.take();
+                let sink = sink.take();
+                *fault = panicked.map(|payload| {
+                    Box::new(Fault::Panicked(Failure {
+                        error: Some(TaskError::Panicked(Panic::new(payload))),
+                        sink,
+                    }))
+                });
+                waiter
+            }
+            // A refusal, or an earlier outcome: it stands.
+            _ => {
+                if let Some(payload) = panicked {
+                    drop_payload(payload);
+                }
+                None
+            }
         };
-        *fault = Some(Box::new(Fault::Panicked(Failure {
-            error: Some(TaskError::Panicked(Panic::new(payload))),
-            sink,
-        })));
         drop(fault);
         if let Some(w) = waiter {
-            w.wake();
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())) {
+                drop_payload(p);
+            }
         }
     }
 

@@ -142,6 +142,8 @@ struct TaskFuture<'a, F> {
     fut: ManuallyDrop<F>,
     /// `false` once `fut` was dropped early, by an abort.
     live: bool,
+    /// `true` once a poll returned `Ready`: the task's end is its output.
+    completed: bool,
     info: &'a TaskInfo,
 }
 
@@ -202,12 +204,13 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             // Aborted: the future is dropped now, unpolled, while the task
             // is still marked current (its `Drop` may ask for the task).
             this.drop_future();
+            this.completed = true;
             return failed(TaskError::Cancelled);
         }
         // SAFETY: `fut` is structurally pinned (see above), and live: the
         // only early drop is just above, and returns.
         let fut = unsafe { Pin::new_unchecked(&mut *this.fut) };
-        match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+        let polled = match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Ready(Ok(v))) => Poll::Ready(Ok(Value {
                 value: ManuallyDrop::new(v),
                 sink: if std::mem::needs_drop::<T>() {
@@ -219,7 +222,9 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             Ok(Poll::Ready(Err(error))) => failed(error),
             Ok(Poll::Pending) => Poll::Pending,
             Err(payload) => failed(TaskError::Panicked(Panic::new(payload))),
-        }
+        };
+        this.completed = polled.is_ready();
+        polled
     }
 }
 
@@ -231,9 +236,10 @@ impl<F> Drop for TaskFuture<'_, F> {
         self.info.done.store(true, Ordering::Release);
         // SAFETY: whoever drops the future holds the runnable.
         let admission = unsafe { self.info.replace_admission(Admission::EXEMPT) };
-        if std::thread::panicking() && std::ptr::eq(SCHEDULING.with(Cell::get), self.info) {
-            // Dropped while the task's own executor's `schedule` unwinds:
-            // the handle will say so, see `schedule_catching`.
+        if !self.completed && std::ptr::eq(SCHEDULING.with(Cell::get), self.info) {
+            // Dropped unfinished inside the task's own executor's
+            // `schedule`: the handle waits for that call to end, to tell a
+            // panicking `schedule` from a refusal; see `schedule_catching`.
             self.info.fault_began(admission.sink());
         }
         // Released last: a pool counts the task live until its future is
@@ -260,9 +266,7 @@ fn schedule_catching(info: &TaskInfo, runnable: Runnable) {
         info.with_executor(|ex| ex.schedule(runnable))
     }));
     SCHEDULING.with(|s| s.set(outer));
-    if let Err(payload) = scheduled {
-        info.fault_ended(payload);
-    }
+    info.fault_ended(scheduled.err());
 }
 
 /// Spawns `fut` on `exec`, which has already admitted it.
@@ -430,6 +434,7 @@ where
             move |info: &TaskInfo| TaskFuture {
                 fut: ManuallyDrop::new(fut),
                 live: true,
+                completed: false,
                 info,
             },
             WithInfo(schedule),
@@ -651,8 +656,9 @@ impl<T> JoinHandle<T> {
 
     /// Cancels the task if it has not finished: it will not be polled again,
     /// its future is dropped (by its executor, at the task's next run, or
-    /// at once if the executor drops it), and awaiting the handle gives
-    /// [`TaskError::Cancelled`] right away. A task that already finished
+    /// at once if the executor drops it), and the handle gives
+    /// [`TaskError::Cancelled`]: at once if polled after the abort; a
+    /// poll already waiting is woken when the executor drops the future. A task that already finished
     /// keeps its result. Aborting a continuation (see
     /// [`then`](JoinHandle::then)) also cancels the steps before it that
     /// have not started. Takes `&self`, like tokio's; to abort from

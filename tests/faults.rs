@@ -644,3 +644,66 @@ fn a_bounded_pool_counts_the_tasks_of_a_decorator_over_it() {
         assert!(cpu.try_spawn(async {}).is_ok());
     });
 }
+
+// Found by review of the fixes above.
+
+/// Drops its sender when dropped: a wake-up from inside an unwinding.
+struct WakesOnDrop(Option<futures::channel::oneshot::Sender<()>>);
+
+impl Drop for WakesOnDrop {
+    fn drop(&mut self) {
+        drop(self.0.take());
+    }
+}
+
+#[test]
+fn a_wake_during_an_unrelated_unwinding_onto_a_dead_pool_says_cancelled() {
+    quiet_test_panics();
+    within("wake while unwinding", || {
+        let cpu = pool("dead-wake", 1);
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        let parked = cpu.spawn(async move { rx.await.is_ok() });
+        thread::sleep(Duration::from_millis(20)); // let it park on the channel
+        cpu.shutdown_now().unwrap();
+        // Another thread panics; unwinding drops the sender, which wakes
+        // the task onto its terminated pool, which drops it.
+        let unwound = thread::spawn(move || {
+            let _wakes = WakesOnDrop(Some(tx));
+            panic!("{TEST_PANIC}: unrelated");
+        })
+        .join();
+        assert!(unwound.is_err());
+        assert!(matches!(block_on(parked), Err(TaskError::Cancelled)));
+    });
+}
+
+/// Forwards to a pool, then panics.
+#[derive(Clone)]
+struct ForwardsThenPanics(ThreadPool);
+
+impl Executor for ForwardsThenPanics {
+    fn schedule(&self, runnable: Runnable) {
+        self.0.schedule(runnable);
+        panic!("{TEST_PANIC}: after forwarding");
+    }
+}
+
+#[test]
+fn a_decorator_that_panics_after_a_closed_pool_refused_its_task_reports_the_refusal() {
+    quiet_test_panics();
+    within("refused then panicked", || {
+        let cpu = pool("refuse-panic", 1);
+        cpu.close();
+        let refused = block_on(ForwardsThenPanics(cpu.clone()).spawn(async { 1 }));
+        assert!(
+            matches!(refused, Err(TaskError::Rejected(RejectReason::Closed))),
+            "{refused:?}"
+        );
+        // Accepted before the close, forwarded afterwards: the panic is
+        // the handle's, and nothing unwinds into the caller.
+        let open = pool("forward-panic", 1);
+        let h = ForwardsThenPanics(open.clone()).spawn(async { 2 });
+        assert_eq!(block_on(h).unwrap(), 2, "the pool kept and ran it");
+        still_serves_and_shuts_down(open);
+    });
+}

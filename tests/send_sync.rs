@@ -38,6 +38,9 @@ macro_rules! assert_not_impl {
 // the result is.
 assert_not_impl!(JoinHandle<Rc<u8>>: Send);
 assert_not_impl!(Rejected<Rc<u8>>: Send);
+// An owned guard hands out `&T`: `Sync` only for a `Sync` value, though
+// the handle inside it is `Sync` for any `Send` value.
+assert_not_impl!(viaduct::strand::OwnedGuard<std::cell::Cell<u8>>: Sync);
 
 #[test]
 fn executors_and_their_handles_go_anywhere() {
@@ -64,6 +67,9 @@ fn every_executor_is_a_futures_spawner() {
 #[test]
 fn tasks_and_their_outcomes_cross_threads() {
     send_sync::<JoinHandle<u8>>();
+    send_sync::<viaduct::AbortHandle>();
+    send_sync::<viaduct::strand::OwnedGuard<u8>>();
+    send::<viaduct::strand::OwnedGuard<std::cell::Cell<u8>>>();
     // `Sync` whatever the result: `&JoinHandle` only asks whether it is done.
     sync::<JoinHandle<Rc<u8>>>();
     unpin::<JoinHandle<Rc<u8>>>();

@@ -993,3 +993,41 @@ fn posted_sections_run_in_order_with_the_others_and_report_panics() {
         assert_eq!(done.recv_timeout(support::DEADLINE).unwrap(), 7);
     });
 }
+
+/// A waker whose `wake` panics.
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("{TEST_PANIC}: waker");
+    }
+}
+
+#[test]
+fn a_lock_waiter_whose_waker_panics_when_granted_does_not_break_the_strand() {
+    quiet_test_panics();
+    within("panicking lock waker", || {
+        let cpu = pool(1);
+        let g = Guarded::new(cpu.clone(), 0u32);
+        let (go, wait) = mpsc::channel::<()>();
+        // A section the runner runs first, then the lock request behind it,
+        // which the runner grants and whose waker panics.
+        let first = g.with(move |v| {
+            wait.recv().unwrap();
+            *v += 1;
+        });
+        let mut lock = Box::pin(g.lock());
+        let waker = std::task::Waker::from(Arc::new(PanickingWaker));
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(lock.as_mut().poll(&mut cx).is_pending());
+        let after = g.with(|v| *v += 10);
+        go.send(()).unwrap();
+        block_on(first).unwrap();
+        // Granted (its waker panicked): the future now owns the strand.
+        let mut guard = block_on(lock);
+        *guard += 100;
+        drop(guard);
+        block_on(after).unwrap();
+        assert_eq!(*block_on(g.lock()), 111);
+    });
+}

@@ -517,6 +517,7 @@ impl<T: Send + 'static> Future for LockOwned<T> {
         ready!(this.state.poll_owned(&this.guarded, cx));
         Poll::Ready(OwnedGuard {
             guarded: this.guarded.clone(),
+            _value: PhantomData,
         })
     }
 }
@@ -550,6 +551,9 @@ impl<T> fmt::Debug for LockOwned<T> {
 #[must_use = "the strand is released as soon as the guard drops"]
 pub struct OwnedGuard<T> {
     guarded: Guarded<T>,
+    /// The guard hands out `&T` and `&mut T`: it is `Sync` only if `T`
+    /// is (the handle it holds would make it `Sync` for any `T: Send`).
+    _value: PhantomData<T>,
 }
 
 impl<T> Deref for OwnedGuard<T> {
@@ -726,10 +730,16 @@ impl Waiter {
         true
     }
 
+    /// Wakes the lock future. Runs in the strand's owner (the runner, a
+    /// guard's drop) right after the grant handed the strand over, so a
+    /// panicking waker must not unwind there: the owner would go on as if
+    /// it still owned the strand. Its panic is reported instead.
     fn wake(&self) {
         let waker = crate::loom::lock(&self.waker).take();
         if let Some(w) = waker {
-            w.wake();
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())) {
+                crate::executor::report(current_task_sink().as_ref(), p);
+            }
         }
     }
 

@@ -278,10 +278,13 @@ impl<K: Hash + Eq> Leave<K> {
     fn leave_by_key(&self, shard: &mut HashMap<K, Entry, RandomState>) -> Left<K> {
         match shard.get_mut(&self.key) {
             Some(entry) if self.is_ours(entry) => {
-                entry.live -= 1;
-                if entry.live > 0 {
+                if entry.live > 1 {
+                    entry.live -= 1;
                     Left::Counted
                 } else {
+                    // Counted out by the removal itself: if hashing the
+                    // key panics now, the entry is as it was, and the
+                    // fallback counts the task out once.
                     Left::Last(shard.remove_entry(&self.key))
                 }
             }
