@@ -224,6 +224,14 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             Err(payload) => failed(TaskError::Panicked(Panic::new(payload))),
         };
         this.completed = polled.is_ready();
+        if this.completed && info.aborted.load(Ordering::Acquire) {
+            // Aborted while this poll ran: the abort came before the task
+            // finished, so the handle says `Cancelled`, as it may have
+            // already; the result is dropped (a panicking `Drop` of it is
+            // reported).
+            drop(polled);
+            return failed(TaskError::Cancelled);
+        }
         polled
     }
 }

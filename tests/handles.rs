@@ -100,3 +100,27 @@ fn timed_jobs_cancel_through_a_shared_reference() {
     assert_eq!(every.runs(), 0);
     assert!(block_on(once).unwrap_err().is_cancelled());
 }
+
+#[test]
+fn an_abort_during_the_last_poll_wins_over_the_result_it_returns() {
+    within("abort mid-poll", || {
+        let pool = ThreadPool::builder().threads(1).build().unwrap();
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let handle = pool.spawn(async move {
+            started_tx.send(()).unwrap();
+            wait.recv().unwrap();
+            5
+        });
+        started.recv().unwrap(); // the poll that will finish is under way
+        handle.abort();
+        go.send(()).unwrap();
+        let abort = handle.abort_handle();
+        while !abort.is_finished() {
+            thread::sleep(Duration::from_millis(1));
+        }
+        // The abort came before the task finished: `Cancelled`, even read
+        // after the task's future is gone.
+        assert!(block_on(handle).unwrap_err().is_cancelled());
+    });
+}
