@@ -660,10 +660,11 @@ impl TaskInfo {
     }
 }
 
-/// Why a task whose executor's `schedule` panicked is over.
+/// Why a task ended inside its own executor's `schedule`, for its handle.
 pub(crate) enum Fault {
-    /// Its future was dropped as the panic unwound; the payload is not
-    /// caught yet. A handle polled meanwhile waits here.
+    /// Its future was dropped unfinished during that call, which has not
+    /// returned yet (it may be unwinding). A handle polled meanwhile waits
+    /// here.
     Unwinding {
         sink: Option<Sink>,
         waiter: Option<Waker>,

@@ -106,13 +106,17 @@ pub(crate) fn inside(strand: *const (), current: *const ()) -> bool {
     find(strand, current).is_some()
 }
 
-/// Panics if `current` runs inside a section of `strand` and blocks in a
-/// `block_on` it called there, on something only `strand` can provide:
-/// the strand runs one section at a time, so that wait could never end.
-pub(crate) fn check_not_blocking_on(strand: *const (), current: *const (), what: &str) {
+/// Panics if the task being polled runs inside a section of a strand and
+/// blocks in a `block_on` it called there, on `what`, which only that
+/// strand can provide: the strand runs one section at a time, so that wait
+/// could never end. `ids` gives the strand and the task being polled; it is
+/// called only when a section runs on this thread, so a pending poll
+/// elsewhere costs one thread-local read.
+pub(crate) fn check_not_blocking_on(what: &str, ids: impl FnOnce() -> (*const (), *const ())) {
     if FRAME.with(Cell::get).is_null() {
         return;
     }
+    let (strand, current) = ids();
     if find(strand, current).is_some_and(|f| BLOCKING.with(Cell::get) > f.blocking) {
         panic!(
             "viaduct: a section of a strand called block_on on {what} of that same strand; the \

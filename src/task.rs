@@ -764,12 +764,10 @@ impl<T> Future for JoinHandle<T> {
                 }
                 match Pin::new(task).poll(cx) {
                     Poll::Pending => {
-                        let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());
-                        crate::section::check_not_blocking_on(
-                            strand,
-                            current_task_id(),
-                            "a task or section",
-                        );
+                        crate::section::check_not_blocking_on("a task or section", || {
+                            let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());
+                            (strand, current_task_id())
+                        });
                         Poll::Pending
                     }
                     Poll::Ready(Some(Ok(v))) => Poll::Ready(Ok(v.into_inner())),

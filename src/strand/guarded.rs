@@ -443,8 +443,9 @@ impl LockState {
             LockState::Held => {}
             LockState::Waiting(waiter) => {
                 if waiter.poll_granted(cx).is_pending() {
-                    let strand = guarded.shared.core.id();
-                    section::check_not_blocking_on(strand, current_task_id(), "the lock");
+                    section::check_not_blocking_on("the lock", || {
+                        (guarded.shared.core.id(), current_task_id())
+                    });
                     return Poll::Pending;
                 }
             }

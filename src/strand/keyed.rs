@@ -14,7 +14,7 @@ use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use super::Shared;
 use crate::executor::report;
@@ -127,7 +127,7 @@ where
         let leave = Leave {
             keys: self.keys.clone(),
             shard,
-            strand: Arc::downgrade(&strand),
+            strand: Arc::as_ptr(&strand) as usize,
             key,
         };
         strand.spawn(async move {
@@ -254,7 +254,9 @@ struct Leave<K: Hash + Eq> {
     /// Where the key's entry is, and which one it is, found at `enter`:
     /// cleanup must work even if `K`'s `Hash` or `Eq` panics now.
     shard: usize,
-    strand: Weak<Shared<()>>,
+    /// The entry's strand, by address (never dereferenced): unique while
+    /// the task lives, since the task's home holds that strand.
+    strand: usize,
     key: K,
 }
 
@@ -270,7 +272,7 @@ enum Left<K> {
 
 impl<K: Hash + Eq> Leave<K> {
     fn is_ours(&self, entry: &Entry) -> bool {
-        std::ptr::eq(Arc::as_ptr(&entry.strand), self.strand.as_ptr())
+        Arc::as_ptr(&entry.strand) as usize == self.strand
     }
 
     /// Counts the task out of its entry, found by key: calls `K`'s `Hash`
