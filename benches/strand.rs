@@ -13,7 +13,8 @@
 //! ratios viaduct / best peer (below 1.0: viaduct is faster).
 //! `BENCH_ROUNDS` sets the number of timed rounds (default 9); `BENCH_ONLY`
 //! runs only the contenders whose name contains it (`with`, `lock`,
-//! `tokio`, `async-lock`, `post`, `std mutex`).
+//! `tokio`, `async-lock`, `post`, `std mutex`); `BENCH_N` the task counts
+//! of the contention table (default `2,8,64,512`).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -204,7 +205,11 @@ fn main() {
         "lock/best",
         "lock/tokio"
     );
-    for n in [2, 8, 64, 512] {
+    let sizes: Vec<usize> = std::env::var("BENCH_N")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![2, 8, 64, 512]);
+    for n in sizes {
         let (gw, gl) = (
             Guarded::new(pool.clone(), 0u64),
             Guarded::new(pool.clone(), 0u64),

@@ -429,6 +429,7 @@ impl Exec {
     /// assert!(a.same_as(&a.clone()));
     /// assert!(!a.same_as(&Exec::new(Inline)));
     /// ```
+    #[inline]
     pub fn same_as(&self, other: &Exec) -> bool {
         std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
     }
@@ -647,6 +648,7 @@ impl TaskInfo {
 
     /// Runs `f` with the executor the task is scheduled on now, cloning it
     /// only when the task has hopped.
+    #[inline]
     pub(crate) fn with_executor<R>(&self, f: impl FnOnce(&Exec) -> R) -> R {
         if self.hopped.load(Ordering::Acquire) {
             // Unlocked before `f` runs: `f` schedules the task, which may

@@ -44,6 +44,7 @@ pub(crate) struct Entered<'a>(&'a Frame);
 impl Frame {
     /// A frame for `strand`, entered while `outer` is being polled, with
     /// `task` running in it first.
+    #[inline]
     pub(crate) fn new(strand: *const (), task: *const (), outer: *const ()) -> Frame {
         Frame {
             strand,
@@ -54,23 +55,27 @@ impl Frame {
         }
     }
 
+    #[inline]
     pub(crate) fn enter(&self) -> Entered<'_> {
         self.parent.set(FRAME.with(|f| f.replace(self)));
         Entered(self)
     }
 
     /// The task running in the strand from now on.
+    #[inline]
     pub(crate) fn set_task(&self, task: *const ()) {
         self.task.set(task);
     }
 
     /// The task the frame was entered in.
+    #[inline]
     pub(crate) fn outer(&self) -> *const () {
         self.outer
     }
 }
 
 impl Drop for Entered<'_> {
+    #[inline]
     fn drop(&mut self) {
         FRAME.with(|f| f.set(self.0.parent.get()));
     }

@@ -61,6 +61,7 @@ pub(crate) fn current_task_sink() -> Option<Sink> {
 
 /// Runs `f` with the metadata of the viaduct task being polled on this
 /// thread, if any.
+#[inline]
 pub(crate) fn with_current_task<R>(f: impl FnOnce(Option<&TaskInfo>) -> R) -> R {
     let ptr = CURRENT_TASK.with(Cell::get).info;
     // SAFETY: the pointer is set only by `TaskFuture::poll` for the duration
@@ -71,6 +72,7 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(Option<&TaskInfo>) -> R) -> R 
 
 /// The viaduct task being polled on this thread, by address (null if
 /// none): its identity for [`section`](crate::section).
+#[inline]
 pub(crate) fn current_task_id() -> *const () {
     CURRENT_TASK.with(Cell::get).info as *const ()
 }
@@ -651,6 +653,7 @@ impl<T> JoinHandle<T> {
 
     /// A handle whose work is done already: it resolves to `value`, and its
     /// continuations run on `exec`.
+    #[inline]
     pub(crate) fn ready(value: T, exec: Exec) -> Self {
         JoinHandle {
             state: State::Ready {

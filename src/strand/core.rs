@@ -23,15 +23,32 @@ const BUDGET: usize = if cfg!(loom) { 2 } else { 128 };
 
 /// How many times [`Core::acquire_briefly`] looks at a strand that runs a
 /// section on the spot before giving up: such a section is short, and a
-/// little spinning is much cheaper than queueing a task and sleeping (8 to
-/// 64 measured alike; none at all let contended `with` calls fall back to
-/// queueing half the time, at three times the cost). Loom models do not
-/// spin.
-const SPINS: usize = if cfg!(loom) { 0 } else { 16 };
+/// little spinning is much cheaper than queueing a task and sleeping (none
+/// at all let contended `with` calls fall back to queueing half the time,
+/// at three times the cost). Loom models do not spin.
+const SPINS: usize = if cfg!(loom) { 0 } else { 10 };
+
+/// The most pauses between two looks are `2^BACKOFF`: in all at most about
+/// 220 pauses (a few microseconds) before a `with` queues instead.
+const BACKOFF: usize = 5;
 
 /// The strand itself, whatever it guards.
+///
+/// The fields a section run on the spot touches come first, in this order
+/// (`repr(C)`), so that they share the cache line of the strand's reference
+/// counts: an owner taking and releasing the strand, cloning a handle and
+/// bumping its counter then works on one line, and a contender moves one
+/// line, not four.
+#[repr(C)]
 pub(crate) struct Core {
     queue: Queue<Item>,
+    /// Written by the owner only (a load and a store), read by anyone.
+    inline: AtomicU64,
+    pub(super) inner: Exec,
+    closed: AtomicBool,
+    /// Set once, by the runner's drop as owner: the strand has no runner
+    /// any more (Shutdown step 2).
+    dead: AtomicBool,
     /// Owner only: the rest of the batch being run, oldest first.
     batch: OwnerCell<List<Item>>,
     /// Wakes the runner once it has been started.
@@ -46,15 +63,8 @@ pub(crate) struct Core {
     /// `start_runner` until it gives the strand up), so that what is queued
     /// keeps the strand alive without a reference per item.
     held: OwnerCell<Option<Arc<dyn Any + Send + Sync>>>,
-    pub(super) inner: Exec,
-    closed: AtomicBool,
-    /// Set once, by the runner's drop as owner: the strand has no runner
-    /// any more (Shutdown step 2).
-    dead: AtomicBool,
-    /// Written by the owner only (a load and a store), read by anyone.
     queued: AtomicU64,
     batches: AtomicU64,
-    inline: AtomicU64,
 }
 
 impl Core {
@@ -81,6 +91,7 @@ impl Core {
         }
     }
 
+    #[inline]
     pub(super) fn submit(&self, item: Item) {
         match self.queue.push(item) {
             Pushed::Queued => {}
@@ -197,6 +208,24 @@ impl Core {
         }
     }
 
+    /// Gives up a strand taken with [`acquire_briefly`](Core::acquire_briefly)
+    /// or [`try_acquire`](Core::try_acquire): one compare-and-swap when
+    /// nothing was queued meanwhile, [`hand_on`](Core::hand_on) otherwise.
+    ///
+    /// # Safety
+    ///
+    /// The caller took the strand with one of those, still owns it, and
+    /// gives ownership up by this call.
+    #[inline]
+    pub(crate) unsafe fn release_quick(&self) {
+        // Such an owner never had a batch: the runner empties its batch
+        // before giving the strand up, and nothing was started since.
+        if !self.queue.release_if_empty() {
+            // SAFETY: the caller owns the strand.
+            unsafe { self.hand_on() }
+        }
+    }
+
     /// The runner's poll: run up to [`BUDGET`] items.
     fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
         let frame = Frame::new(self.id(), std::ptr::null(), current_task_id());
@@ -253,6 +282,7 @@ impl Core {
     }
 
     /// `true` once the strand's executor threw its runner away.
+    #[inline]
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(Acquire)
     }
@@ -263,10 +293,12 @@ impl Core {
 
     /// `true` if the strand takes no new work: closed itself, dead, or
     /// over a closed executor.
+    #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(SeqCst) || self.is_dead() || self.inner.is_closed()
     }
 
+    #[inline]
     fn refused(&self) -> bool {
         self.closed.load(SeqCst) || self.is_dead()
     }
@@ -295,6 +327,7 @@ impl Core {
     /// queued behind it; never queues. `quick` says the caller will run a
     /// section on the spot itself (so others may spin on it). Counts a
     /// section that did not queue.
+    #[inline]
     pub(crate) fn acquire_briefly(&self, quick: bool) -> bool {
         let mut spins = 0;
         loop {
@@ -312,19 +345,27 @@ impl Core {
                 _ => return false,
             }
             spins += 1;
-            std::hint::spin_loop();
+            // Exponential backoff: every look steals the line the owner
+            // is about to write, so look less often the longer it takes.
+            for _ in 0..1u32 << spins.min(BACKOFF) {
+                std::hint::spin_loop();
+            }
         }
     }
 
     /// The strand's identity for [`section`]: the address of its shared
     /// state, which a task's executor handle of the strand points at.
+    #[inline]
     pub(crate) fn id(&self) -> *const () {
-        self.me.as_ptr() as *const ()
+        // `Shared` is `repr(C)` with the core first: the same address,
+        // without reading `me` (a field on a colder line).
+        self as *const Core as *const ()
     }
 
     /// Takes the strand over if it is idle with nothing queued: FIFO order
     /// is kept, since nobody is waiting. Counts a section that did not
     /// queue.
+    #[inline]
     pub(crate) fn try_acquire(&self) -> bool {
         let acquired = self.queue.try_acquire(false);
         if acquired {
@@ -335,10 +376,12 @@ impl Core {
 
     /// `true` if the caller is a task of the strand's executor, running on
     /// it: a section may run right here without leaving that executor.
+    #[inline]
     pub(crate) fn on_inner_executor(&self) -> bool {
         with_current_task(|t| t.is_some_and(|t| t.with_executor(|ex| ex.same_as(&self.inner))))
     }
 
+    #[inline]
     pub(crate) fn push(&self, item: Item) -> Pushed {
         self.queue.push(item)
     }

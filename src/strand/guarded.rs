@@ -184,36 +184,37 @@ impl<T: Send + 'static> Guarded<T> {
         if core.is_dead() {
             return JoinHandle::failed(TaskError::Cancelled, Exec(self.shared.clone()));
         }
-        if core.on_inner_executor() && core.acquire_briefly(true) {
-            if !core.is_closed() {
-                // SAFETY: `acquire_briefly` made this thread the owner of
-                // the strand, so nothing else touches the value, and it
-                // stays the owner until `hand_on`.
-                let value = unsafe { &mut *self.shared.data.0.get() };
-                let me = current_task_id();
-                let frame = Frame::new(core.id(), me, me);
-                let entered = frame.enter();
-                let result = catch_unwind(AssertUnwindSafe(|| f(value)));
-                drop(entered);
-                // SAFETY: this thread owns the strand and gives it up.
-                unsafe { core.hand_on() };
-                let exec = Exec(self.shared.clone());
-                return match result {
-                    Ok(v) => JoinHandle::ready(v, exec),
-                    // Where a queued section's panic would go if nobody
-                    // reads the handle: the executor's panic hook.
-                    Err(p) => JoinHandle::failed_reporting(
-                        TaskError::Panicked(Panic::new(p)),
-                        exec,
-                        // The caller is a task of the strand's executor
-                        // (that is how it ran the section on the spot):
-                        // its sink is that executor's.
-                        current_task_sink(),
-                    ),
-                };
-            }
-            // SAFETY: as above; the refusal is the queued path's to report.
-            unsafe { core.hand_on() };
+        // Closing is checked before taking the strand, not after: the
+        // section is then simply ordered before a close that races it, and
+        // the strand is held no longer than the section itself takes,
+        // which is what others spin on.
+        if !core.is_closed() && core.on_inner_executor() && core.acquire_briefly(true) {
+            // SAFETY: `acquire_briefly` made this thread the owner of the
+            // strand, so nothing else touches the value, and it stays the
+            // owner until `release_quick`.
+            let value = unsafe { &mut *self.shared.data.0.get() };
+            let me = current_task_id();
+            let frame = Frame::new(core.id(), me, me);
+            let entered = frame.enter();
+            let result = catch_unwind(AssertUnwindSafe(|| f(value)));
+            drop(entered);
+            // SAFETY: this thread took the strand with `acquire_briefly`
+            // and gives it up.
+            unsafe { core.release_quick() };
+            let exec = Exec(self.shared.clone());
+            return match result {
+                Ok(v) => JoinHandle::ready(v, exec),
+                // Where a queued section's panic would go if nobody
+                // reads the handle: the executor's panic hook.
+                Err(p) => JoinHandle::failed_reporting(
+                    TaskError::Panicked(Panic::new(p)),
+                    exec,
+                    // The caller is a task of the strand's executor
+                    // (that is how it ran the section on the spot):
+                    // its sink is that executor's.
+                    current_task_sink(),
+                ),
+            };
         }
         let slot = SlotPtr(self.shared.data.0.get());
         self.shared.spawn(async move {

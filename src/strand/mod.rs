@@ -376,6 +376,9 @@ impl fmt::Debug for Strand {
 
 /// A strand and the data it guards (`()` for a plain [`Strand`]). The tasks
 /// of a strand have this as their executor, so they keep the data alive.
+/// `repr(C)`, the core first: the core's hot fields sit next to the
+/// `Arc`'s counts, and the core's address is the strand's (`Core::id`).
+#[repr(C)]
 pub(crate) struct Shared<D> {
     pub(crate) core: Core,
     pub(crate) data: D,

@@ -151,6 +151,7 @@ impl<I: Link> Queue<I> {
     }
 
     /// Submits `item`: one compare-and-swap (retried only under contention).
+    #[inline]
     pub(crate) fn push(&self, item: I) -> Pushed {
         let word = item.into_word();
         debug_assert!(word > 3 && word & OWNED == 0, "a bad item word");
@@ -176,6 +177,7 @@ impl<I: Link> Queue<I> {
     /// Takes the strand over if it is idle (and therefore empty), without
     /// queueing anything: the uncontended path of a lock, or (`quick`) of a
     /// section run on the spot.
+    #[inline]
     pub(crate) fn try_acquire(&self, quick: bool) -> bool {
         let owned = if quick { QUICK } else { OWNED };
         // Acquire: see what the previous owner released.
@@ -184,7 +186,23 @@ impl<I: Link> Queue<I> {
             .is_ok()
     }
 
+    /// For an owner that took the strand with [`try_acquire`](Queue::try_acquire):
+    /// gives it up if nothing was pushed since (`true`); otherwise keeps it
+    /// (`false`, and the caller must take what was pushed).
+    #[inline]
+    pub(crate) fn release_if_empty(&self) -> bool {
+        let head = self.head.load(Relaxed);
+        debug_assert!(head & OWNED != 0, "a release by a non-owner");
+        // Release, as in `take`.
+        (head == OWNED || head == QUICK)
+            && self
+                .head
+                .compare_exchange(head, 0, Release, Relaxed)
+                .is_ok()
+    }
+
     /// The strand's state right now (stale as soon as it returns).
+    #[inline]
     pub(crate) fn peek(&self) -> Peek {
         match self.head.load(Relaxed) {
             0 => Peek::Idle,
@@ -638,6 +656,15 @@ mod loom_model {
     }
 
     impl Strand {
+        fn new() -> Arc<Strand> {
+            Arc::new(Strand {
+                queue: Queue::new(),
+                in_section: AtomicUsize::new(0),
+                log: OwnerCell::new(Vec::new()),
+                ran: AtomicUsize::new(0),
+            })
+        }
+
         /// What a submitter does: push, and if that made it the owner,
         /// drain (standing in for the runner it would start).
         fn submit(&self, item: Item) {
@@ -673,6 +700,35 @@ mod loom_model {
         }
     }
 
+    /// A section taken on the spot (`try_acquire(true)`) is released while
+    /// another thread submits: the release either gives the strand up
+    /// (and the submitter owns it) or finds the item and drains it; either
+    /// way the item runs once, never beside the section, and the strand
+    /// ends idle.
+    #[test]
+    fn quick_release_vs_submit() {
+        loom::model(|| {
+            let strand = Strand::new();
+            let other = {
+                let strand = strand.clone();
+                thread::spawn(move || strand.submit(item(1, 0, false)))
+            };
+            let acquired = strand.queue.try_acquire(true);
+            if acquired {
+                assert_eq!(strand.in_section.swap(1, SeqCst), 0, "two owners");
+                strand.ran.fetch_add(1, Relaxed);
+                assert_eq!(strand.in_section.swap(0, SeqCst), 1);
+                if !strand.queue.release_if_empty() {
+                    strand.drain();
+                }
+            }
+            other.join().unwrap();
+            let sections = usize::from(acquired) + 1;
+            assert_eq!(strand.ran.load(SeqCst), sections, "the item ran once");
+            assert_eq!(strand.queue.head.load(SeqCst), 0, "idle and empty");
+        });
+    }
+
     /// Two submitters race each other and the drain; one item re-submits
     /// itself while being drained. Every item runs exactly once, each
     /// producer's items in order, never two owners at once, and the strand
@@ -680,12 +736,7 @@ mod loom_model {
     #[test]
     fn submit_drain_resubmit() {
         loom::model(|| {
-            let strand = Arc::new(Strand {
-                queue: Queue::new(),
-                in_section: AtomicUsize::new(0),
-                log: OwnerCell::new(Vec::new()),
-                ran: AtomicUsize::new(0),
-            });
+            let strand = Strand::new();
             let other = {
                 let strand = strand.clone();
                 thread::spawn(move || {
