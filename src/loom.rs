@@ -29,6 +29,42 @@ pub(crate) mod thread {
     pub(crate) use loom::thread::{current, park, Thread};
 }
 
+/// An `UnsafeCell` whose accesses loom checks under `--cfg loom`: the
+/// protocol that hands it between threads is the user's to prove.
+pub(crate) struct UnsafeCell<T> {
+    #[cfg(not(loom))]
+    cell: std::cell::UnsafeCell<T>,
+    #[cfg(loom)]
+    cell: loom::cell::UnsafeCell<T>,
+}
+
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> Self {
+        UnsafeCell {
+            #[cfg(not(loom))]
+            cell: std::cell::UnsafeCell::new(value),
+            #[cfg(loom)]
+            cell: loom::cell::UnsafeCell::new(value),
+        }
+    }
+
+    /// Runs `f` on the value.
+    ///
+    /// # Safety
+    ///
+    /// Nothing else touches the value until `f` returns, and what touched
+    /// it before happened-before this call.
+    #[inline]
+    pub(crate) unsafe fn with_mut<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        #[cfg(not(loom))]
+        // SAFETY: the caller's contract.
+        return f(unsafe { &mut *self.cell.get() });
+        #[cfg(loom)]
+        // SAFETY: as above; loom checks it.
+        return self.cell.with_mut(|p| f(unsafe { &mut *p }));
+    }
+}
+
 /// A cell written once and read without a lock after: std's `OnceLock`.
 /// Under loom (which has no `OnceLock`), the same thing built the way
 /// `OnceLock` is: a state word published with release and read with

@@ -1031,3 +1031,57 @@ fn a_lock_waiter_whose_waker_panics_when_granted_does_not_break_the_strand() {
         assert_eq!(*block_on(g.lock()), 111);
     });
 }
+
+/// A waker whose last drop panics.
+struct DropPanics;
+
+impl std::task::Wake for DropPanics {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for DropPanics {
+    fn drop(&mut self) {
+        panic!("{TEST_PANIC}: waker dropped");
+    }
+}
+
+#[test]
+fn a_lock_waiter_whose_waker_panics_in_drop_still_gets_the_lock() {
+    quiet_test_panics();
+    within("waker drop panics", || {
+        let g = Guarded::new(pool(1), 0u32);
+        // Re-polled with another waker: the first one's drop panics out of
+        // that poll, and the request stays in line.
+        let held = block_on(g.lock());
+        let mut lock = Box::pin(g.lock());
+        let first = std::task::Waker::from(Arc::new(DropPanics));
+        assert!(lock
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&first))
+            .is_pending());
+        drop(first); // the request holds the last reference now
+        let noop = futures::task::noop_waker();
+        let repoll = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            lock.as_mut()
+                .poll(&mut std::task::Context::from_waker(&noop))
+                .is_pending()
+        }));
+        assert!(repoll.is_err(), "the first waker's drop panicked");
+        drop(held);
+        *block_on(lock) += 1;
+        // Granted with the waker's last reference in the request: the
+        // grant wakes it (and its drop panics there, reported); the lock
+        // is still handed over, and released after.
+        let held = block_on(g.lock());
+        let mut lock = Box::pin(g.lock());
+        let waker = std::task::Waker::from(Arc::new(DropPanics));
+        assert!(lock
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker))
+            .is_pending());
+        drop(waker);
+        drop(held);
+        *block_on(lock) += 10;
+        assert_eq!(*block_on(g.lock()), 11);
+    });
+}

@@ -9,13 +9,21 @@
 //!
 //! # Ground rules of a waiter
 //!
-//! A waiter's `state` moves once, from `WAITING`, to exactly one of:
+//! A waiter's `state` goes between `WAITING` and `REGISTERED` (the lock
+//! future storing its waker, then taking the cell back to look at it when
+//! polled again), and ends once in exactly one of:
 //!
 //! - `GRANTED`, by the strand's owner, which hands the strand over with it;
 //!   from then on the lock future (then its guard) owns the strand and
-//!   must pass it on when dropped;
+//!   must pass it on when dropped. A grant from `REGISTERED` takes the
+//!   waker and wakes it; a grant from `WAITING` leaves the cell alone (the
+//!   future may be writing it) and the future sees the grant when it
+//!   tries to register;
 //! - `CANCELLED`, by the lock future's drop; the owner that reaches the
 //!   waiter skips it.
+//!
+//! The waker cell is the lock future's while `WAITING` and the granter's
+//! after it moved `REGISTERED` to `GRANTED`: never both, with no lock.
 //!
 //! A dead strand (its executor threw its runner away) still grants its
 //! waiters: granting needs no executor.
@@ -39,7 +47,7 @@ use super::queue::{Header, Item, Node, NodeVTable, Pushed};
 use super::{Shared, StrandMetrics};
 use crate::error::{Panic, TaskError};
 use crate::executor::{Exec, Executor};
-use crate::loom::{AtomicUsize, Mutex, Ordering::*};
+use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
 use crate::task::{current_task_id, current_task_sink, JoinHandle};
 
@@ -361,7 +369,7 @@ impl<T: Send + 'static> Guarded<T> {
         if core.acquire_briefly(false) {
             return LockState::Held;
         }
-        let waiter = Arc::new(Waiter::new());
+        let waiter = Waiter::reuse_or_new();
         match core.push(waiter.node()) {
             Pushed::Queued => LockState::Waiting(waiter),
             Pushed::Owned => {
@@ -438,8 +446,15 @@ enum LockState {
 }
 
 impl LockState {
-    /// Polls the request; `Ready` once it owns the strand (and is `Done`).
-    fn poll_owned<T>(&mut self, guarded: &Guarded<T>, cx: &mut Context<'_>) -> Poll<()> {
+    /// Polls the request; `Ready` once it owns the strand (and is `Done`),
+    /// with the request's allocation for [`Waiter::recycle`] once the
+    /// caller has made its guard: dropping it drops a user's waker, which
+    /// may panic, and the guard must then exist to pass the strand on.
+    fn poll_owned<T>(
+        &mut self,
+        guarded: &Guarded<T>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Arc<Waiter>>> {
         match self {
             LockState::Held => {}
             LockState::Waiting(waiter) => {
@@ -452,14 +467,17 @@ impl LockState {
             }
             LockState::Done => panic!("a lock request polled after it returned its guard"),
         }
-        *self = LockState::Done;
-        Poll::Ready(())
+        Poll::Ready(match std::mem::replace(self, LockState::Done) {
+            LockState::Waiting(waiter) => Some(waiter),
+            _ => None,
+        })
     }
 
     /// Gives the request up; if it owned the strand already, passes the
     /// strand on.
     fn give_up<T>(&mut self, guarded: &Guarded<T>) {
-        let owns = match std::mem::replace(self, LockState::Done) {
+        let state = std::mem::replace(self, LockState::Done);
+        let owns = match &state {
             LockState::Held => true,
             LockState::Waiting(waiter) => !waiter.cancel(),
             LockState::Done => false,
@@ -469,6 +487,9 @@ impl LockState {
             // and no guard took over: the request owns the strand.
             unsafe { guarded.shared.core.hand_on() };
         }
+        // Only now: dropping the request may drop a user's waker, which
+        // may panic, and the strand must be passed on first.
+        drop(state);
     }
 }
 
@@ -477,11 +498,13 @@ impl<'a, T: Send + 'static> Future for Lock<'a, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Guard<'a, T>> {
         let this = self.get_mut();
-        ready!(this.state.poll_owned(this.guarded, cx));
-        Poll::Ready(Guard {
+        let spare = ready!(this.state.poll_owned(this.guarded, cx));
+        let guard = Guard {
             guarded: this.guarded,
             _value: PhantomData,
-        })
+        };
+        Waiter::recycle(spare);
+        Poll::Ready(guard)
     }
 }
 
@@ -516,11 +539,13 @@ impl<T: Send + 'static> Future for LockOwned<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OwnedGuard<T>> {
         let this = self.get_mut();
-        ready!(this.state.poll_owned(&this.guarded, cx));
-        Poll::Ready(OwnedGuard {
+        let spare = ready!(this.state.poll_owned(&this.guarded, cx));
+        let guard = OwnedGuard {
             guarded: this.guarded.clone(),
             _value: PhantomData,
-        })
+        };
+        Waiter::recycle(spare);
+        Poll::Ready(guard)
     }
 }
 
@@ -647,9 +672,18 @@ impl<T: fmt::Debug> fmt::Debug for Guard<'_, T> {
     }
 }
 
+/// No waker stored: only the lock future touches the waker cell.
 const WAITING: usize = 0;
-const GRANTED: usize = 1;
-const CANCELLED: usize = 2;
+/// A waker is stored: whoever grants the request takes it.
+const REGISTERED: usize = 1;
+const GRANTED: usize = 2;
+const CANCELLED: usize = 3;
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// A granted lock request's allocation, for the thread's next request.
+    static SPARE: std::cell::Cell<Option<Arc<Waiter>>> = const { std::cell::Cell::new(None) };
+}
 
 /// A lock request in a strand's queue: a queue node shared (as an `Arc`)
 /// by the queue and the lock future. See the module's ground rules.
@@ -658,9 +692,16 @@ struct Waiter {
     /// First, so that the `Arc`'s pointer is the node's header pointer.
     header: Header,
     state: AtomicUsize,
-    /// The lock future's waker, taken by whoever ends the wait.
-    waker: Mutex<Option<Waker>>,
+    /// The lock future's waker. The state says who may touch it: the lock
+    /// future while `WAITING`, the granting owner once it moved the state
+    /// from `REGISTERED` to `GRANTED`; nobody else, ever.
+    waker: crate::loom::UnsafeCell<Option<Waker>>,
 }
+
+// SAFETY: the waker cell is touched by one side at a time, as the state
+// word says (see the field), with acquire/release on each hand-over; a
+// `Waker` is `Send + Sync`.
+unsafe impl Sync for Waiter {}
 
 /// A lock request in the queue: running it grants it.
 const WAITER_VTABLE: NodeVTable = NodeVTable {
@@ -674,8 +715,35 @@ impl Waiter {
         Waiter {
             header: Header::new(&WAITER_VTABLE),
             state: AtomicUsize::new(WAITING),
-            waker: Mutex::new(None),
+            waker: crate::loom::UnsafeCell::new(None),
         }
+    }
+
+    /// A fresh request: this thread's spare one if it has one (a granted
+    /// request is done with its allocation while the next `lock` on the
+    /// thread needs one), else a new one.
+    fn reuse_or_new() -> Arc<Waiter> {
+        #[cfg(not(loom))]
+        if let Some(waiter) = SPARE.with(std::cell::Cell::take) {
+            return waiter;
+        }
+        Arc::new(Waiter::new())
+    }
+
+    /// Keeps a granted request (if any) as this thread's spare, if nothing
+    /// else holds it any more (the granting owner may still be waking it).
+    fn recycle(waiter: Option<Arc<Waiter>>) {
+        #[cfg(not(loom))]
+        if let Some(mut waiter) = waiter {
+            if let Some(w) = Arc::get_mut(&mut waiter) {
+                // The waker cell and state are this thread's alone now.
+                *w = Waiter::new();
+                // `try_with`: not during the thread's teardown.
+                let _ = SPARE.try_with(|s| s.set(Some(waiter)));
+            }
+        }
+        #[cfg(loom)]
+        drop(waiter);
     }
 
     /// The queue's share of the request.
@@ -718,17 +786,28 @@ impl Waiter {
     /// cancelled. Returns `true` if it did (the caller no longer owns the
     /// strand and must touch nothing of it).
     fn grant(&self) -> bool {
-        // Release hands the owner's writes (the batch, the counters, the
-        // value) to the lock future; on failure the request was cancelled
-        // and there is nothing to read.
-        if self
-            .state
-            .compare_exchange(WAITING, GRANTED, Release, Relaxed)
-            .is_err()
-        {
-            return false;
+        let mut state = self.state.load(Relaxed);
+        loop {
+            if state == CANCELLED {
+                return false;
+            }
+            // Release hands the owner's writes (the batch, the counters,
+            // the value) to the lock future; acquire takes the waker the
+            // future stored before it set `REGISTERED`.
+            match self.state.compare_exchange(state, GRANTED, AcqRel, Relaxed) {
+                Ok(_) => break,
+                Err(now) => state = now,
+            }
         }
-        self.wake();
+        if state == REGISTERED {
+            // SAFETY: the state went from `REGISTERED` to `GRANTED` by this
+            // call, acquiring the future's release: the cell is ours (see
+            // the field).
+            let waker = unsafe { self.waker.with_mut(Option::take) };
+            if let Some(w) = waker {
+                Self::wake(w);
+            }
+        }
         true
     }
 
@@ -736,35 +815,48 @@ impl Waiter {
     /// guard's drop) right after the grant handed the strand over, so a
     /// panicking waker must not unwind there: the owner would go on as if
     /// it still owned the strand. Its panic is reported instead.
-    fn wake(&self) {
-        let waker = crate::loom::lock(&self.waker).take();
-        if let Some(w) = waker {
-            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake())) {
-                crate::executor::report(current_task_sink().as_ref(), p);
-            }
+    fn wake(waker: Waker) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| waker.wake())) {
+            crate::executor::report(current_task_sink().as_ref(), p);
         }
     }
 
-    /// For the lock future: `Ready` once granted; otherwise registers the
-    /// waker.
+    /// For the lock future: `Ready` once granted; otherwise stores the
+    /// waker for the grant to wake.
     fn poll_granted(&self, cx: &mut Context<'_>) -> Poll<()> {
         // Acquire pairs with the grant's release: the new owner sees what
         // the old one wrote.
-        if self.state.load(Acquire) == GRANTED {
-            return Poll::Ready(());
-        }
-        let mut slot = crate::loom::lock(&self.waker);
-        // Checked again under the lock: a grant after this check takes the
-        // lock after us and finds the waker.
         match self.state.load(Acquire) {
-            GRANTED => Poll::Ready(()),
-            _ => {
-                match &mut *slot {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    other => *other = Some(cx.waker().clone()),
-                }
-                Poll::Pending
+            GRANTED => return Poll::Ready(()),
+            // Polled again: take the cell back to look at the waker. A
+            // grant that wins this race has taken the waker.
+            REGISTERED
+                if self
+                    .state
+                    .compare_exchange(REGISTERED, WAITING, Acquire, Acquire)
+                    .is_err() =>
+            {
+                return Poll::Ready(());
             }
+            _ => {}
+        }
+        // SAFETY: the state is `WAITING` (or `GRANTED` by a grant that
+        // found it `WAITING` and so leaves the cell alone; cancelling is
+        // this future's own drop): the cell is this future's.
+        unsafe {
+            self.waker.with_mut(|slot| match slot {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                other => *other = Some(cx.waker().clone()),
+            })
+        };
+        // Release publishes the waker to the grant; a grant that came in
+        // between did not touch the cell and finds nothing to wake.
+        match self
+            .state
+            .compare_exchange(WAITING, REGISTERED, Release, Acquire)
+        {
+            Ok(_) => Poll::Pending,
+            Err(_) => Poll::Ready(()),
         }
     }
 
@@ -772,14 +864,24 @@ impl Waiter {
     /// it had been granted already, in which case the caller owns the
     /// strand and must pass it on.
     fn cancel(&self) -> bool {
-        // Acquire on failure: a granted caller becomes the owner.
-        match self
-            .state
-            .compare_exchange(WAITING, CANCELLED, Relaxed, Acquire)
-        {
-            Ok(_) => true,
-            Err(GRANTED) => false,
-            Err(_) => true,
+        let mut state = self.state.load(Relaxed);
+        loop {
+            match state {
+                // Acquire: a granted caller becomes the owner.
+                GRANTED => {
+                    self.state.load(Acquire);
+                    return false;
+                }
+                CANCELLED => return true,
+                _ => {}
+            }
+            match self
+                .state
+                .compare_exchange(state, CANCELLED, Relaxed, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => state = now,
+            }
         }
     }
 }
@@ -790,6 +892,7 @@ mod loom_model {
     use crate::executor::Executor;
     use crate::executor::Runnable;
     use crate::loom::Arc as LoomArc;
+    use crate::loom::Mutex;
     use loom::thread;
 
     /// An executor for the models: it keeps what it is given and runs
@@ -854,6 +957,35 @@ mod loom_model {
                 t.join().unwrap();
             }
             assert_eq!(*block_on(g.lock()), 2);
+            assert!(g.shared.core.acquire_briefly(false), "idle at the end");
+        });
+    }
+
+    /// A lock future registers one waker, then another (a second poll
+    /// takes the cell back), while the guard ahead of it is released: the
+    /// grant wakes whichever waker is registered, or the future sees the
+    /// grant itself; it never sleeps through it.
+    #[test]
+    fn repoll_vs_grant() {
+        loom::model(|| {
+            let g = guarded();
+            let held = block_on(g.lock());
+            let waiter = {
+                let g = g.clone();
+                thread::spawn(move || {
+                    let mut lock = Box::pin(g.lock());
+                    let noop = futures::task::noop_waker();
+                    if let Poll::Ready(guard) = lock.as_mut().poll(&mut Context::from_waker(&noop))
+                    {
+                        drop(guard);
+                        return;
+                    }
+                    // Polled again with the thread's own waker.
+                    drop(block_on(lock));
+                })
+            };
+            drop(held);
+            waiter.join().unwrap();
             assert!(g.shared.core.acquire_briefly(false), "idle at the end");
         });
     }

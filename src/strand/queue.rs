@@ -333,12 +333,7 @@ impl<I: Link> Drop for List<I> {
 /// through `head` (and, for locks, a waiter's state) with release/acquire
 /// pairs, which is what makes the accesses ordered; under loom the cell
 /// checks that they are.
-pub(crate) struct OwnerCell<T> {
-    #[cfg(not(loom))]
-    cell: std::cell::UnsafeCell<T>,
-    #[cfg(loom)]
-    cell: loom::cell::UnsafeCell<T>,
-}
+pub(crate) struct OwnerCell<T>(crate::loom::UnsafeCell<T>);
 
 // SAFETY: only the owner of the strand touches the value, one owner at a
 // time, each handing over to the next with a release/acquire pair; so the
@@ -347,12 +342,7 @@ unsafe impl<T: Send> Sync for OwnerCell<T> {}
 
 impl<T> OwnerCell<T> {
     pub(crate) fn new(value: T) -> Self {
-        OwnerCell {
-            #[cfg(not(loom))]
-            cell: std::cell::UnsafeCell::new(value),
-            #[cfg(loom)]
-            cell: loom::cell::UnsafeCell::new(value),
-        }
+        OwnerCell(crate::loom::UnsafeCell::new(value))
     }
 
     /// Runs `f` on the value.
@@ -360,13 +350,11 @@ impl<T> OwnerCell<T> {
     /// # Safety
     ///
     /// The caller owns the strand (see the module docs of `strand`).
+    #[inline]
     pub(crate) unsafe fn with_mut<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        #[cfg(not(loom))]
-        // SAFETY: the caller owns the strand, so nobody else is in the cell.
-        return f(unsafe { &mut *self.cell.get() });
-        #[cfg(loom)]
-        // SAFETY: as above; loom checks it.
-        return self.cell.with_mut(|p| f(unsafe { &mut *p }));
+        // SAFETY: the caller owns the strand, so nothing else is in the
+        // cell, and ownership passed to it with a release/acquire pair.
+        unsafe { self.0.with_mut(f) }
     }
 }
 
