@@ -315,7 +315,7 @@ fn main() {
         );
     }
 
-    if !"fib(32) join".contains(&*only) {
+    if !"fib(30) join".contains(&*only) {
         return;
     }
     let rayon = rayon::ThreadPoolBuilder::new()
@@ -325,13 +325,13 @@ fn main() {
     let [dv, dr] = measure_interleaved(
         rounds.min(9),
         [
-            &mut || assert_eq!(fib_viaduct(&viaduct.0, 32), 2_178_309),
-            &mut || assert_eq!(rayon.install(|| fib_rayon(32)), 2_178_309),
+            &mut || assert_eq!(fib_viaduct(&viaduct.0, 30), 832_040),
+            &mut || assert_eq!(rayon.install(|| fib_rayon(30)), 832_040),
         ],
     );
     println!(
         "{:<22} {:>12} {:>12} {:>15} {:>10.2}",
-        "fib(32) join",
+        "fib(30) join",
         fmt(dv),
         "-",
         format!("rayon {}", fmt(dr)),

@@ -32,7 +32,11 @@
 //! Parking itself is a flag per worker plus std's thread parking: the flag
 //! makes an unpark that comes before the park count.
 
-use crate::loom::{fence, thread, AtomicBool, AtomicUsize, Mutex, Ordering::SeqCst, SetOnce};
+use crate::loom::{
+    fence, thread, AtomicBool, AtomicUsize, Mutex,
+    Ordering::{Relaxed, SeqCst},
+    SetOnce,
+};
 
 pub(crate) struct Idle {
     searching: AtomicUsize,
@@ -71,6 +75,19 @@ impl Idle {
             self.searching.fetch_add(1, SeqCst);
             drop(sleepers);
             self.parkers[i].unpark();
+        }
+    }
+
+    /// [`notify_one`](Idle::notify_one) for a `join` half just pushed on
+    /// the pushing worker's own deque, without the fence while nobody
+    /// seems asleep: such a half is run by its owner if nobody steals it,
+    /// so a sleeper missed in a race costs parallelism for a moment, never
+    /// progress (rayon makes the same trade). Everything else that makes
+    /// work visible needs `notify_one`'s guarantee.
+    #[inline]
+    pub(crate) fn notify_for_fork(&self) {
+        if self.sleeping.load(Relaxed) != 0 {
+            self.notify_one();
         }
     }
 

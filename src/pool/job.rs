@@ -79,6 +79,7 @@ pub(crate) struct StackJob<L, F, R> {
 }
 
 impl<L: Latch, F: FnOnce() -> R + Send, R: Send> StackJob<L, F, R> {
+    #[inline]
     pub(crate) fn new(latch: L, func: F) -> Self {
         StackJob {
             latch,
@@ -87,6 +88,7 @@ impl<L: Latch, F: FnOnce() -> R + Send, R: Send> StackJob<L, F, R> {
         }
     }
 
+    #[inline]
     pub(crate) fn as_job_ref(&self) -> JobRef {
         JobRef {
             ptr: self as *const Self as *const (),
@@ -111,12 +113,14 @@ impl<L: Latch, F: FnOnce() -> R + Send, R: Send> StackJob<L, F, R> {
 
     /// Runs the job on the owner's thread (it was not stolen). A panic
     /// propagates as is: nothing else waits for this job.
+    #[inline]
     pub(crate) fn run_inline(self) -> R {
         let func = self.func.into_inner().expect("a stack job runs once");
         func()
     }
 
     /// The result, once the latch is set.
+    #[inline]
     pub(crate) fn into_result(self) -> thread::Result<R> {
         self.result
             .into_inner()

@@ -51,6 +51,7 @@ impl Latch for ThreadLatch {
     }
 }
 
+#[inline]
 pub(crate) fn join<A, B, RA, RB>(shared: &Shared, a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
@@ -96,6 +97,7 @@ where
 }
 
 impl WorkerCtx {
+    #[inline]
     fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
     where
         A: FnOnce() -> RA + Send,
@@ -111,7 +113,7 @@ impl WorkerCtx {
         let job_b = StackJob::new(latch, b);
         let job_b_ref = job_b.as_job_ref();
         self.queues.forks.push(job_b_ref);
-        self.shared.idle.notify_one();
+        self.shared.idle.notify_for_fork();
 
         let result_a = std::panic::catch_unwind(std::panic::AssertUnwindSafe(a));
 

@@ -531,6 +531,7 @@ impl ThreadPool {
     /// let pool = ThreadPool::builder().threads(2).build().unwrap();
     /// assert_eq!(fib(&pool, 20), 6765);
     /// ```
+    #[inline]
     pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
     where
         A: FnOnce() -> RA + Send,

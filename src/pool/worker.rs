@@ -66,6 +66,7 @@ thread_local! {
 }
 
 /// Runs `f` with the worker running on this thread, if it is one.
+#[inline]
 pub(crate) fn with_worker<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
     let ptr = WORKER.with(Cell::get);
     // SAFETY: `WORKER` is set by `run` to a `WorkerCtx` on its own stack
@@ -326,6 +327,7 @@ impl WorkerCtx {
     }
 }
 
+#[inline]
 pub(super) fn on_this_pool<'a>(w: Option<&'a WorkerCtx>, shared: &Shared) -> Option<&'a WorkerCtx> {
     w.filter(|w| std::ptr::eq(&*w.shared, shared))
 }
