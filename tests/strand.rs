@@ -1085,3 +1085,42 @@ fn a_lock_waiter_whose_waker_panics_in_drop_still_gets_the_lock() {
         assert_eq!(*block_on(g.lock()), 11);
     });
 }
+
+/// Posts queued behind a guard held outside the pool keep a closing pool
+/// open until they ran: the strand holds one admission of the pool while
+/// any post is outstanding. (Without it, the workers would exit as soon as
+/// the pool closed, and the posts would be dropped when the guard goes.)
+#[test]
+fn posts_queued_behind_an_outside_guard_keep_a_closing_pool_until_they_ran() {
+    within("posts keep the pool", || {
+        let cpu = pool(1);
+        let g = Guarded::new(cpu.clone(), 0u32);
+        let guard = block_on(g.lock());
+        let (tx, rx) = mpsc::channel();
+        for i in 0..10 {
+            let tx = tx.clone();
+            g.post(move |v| {
+                *v += 1;
+                tx.send(i).unwrap();
+            });
+        }
+        let (done_tx, done) = mpsc::channel();
+        let closer = {
+            let cpu = cpu.clone();
+            thread::spawn(move || {
+                let r = cpu.shutdown();
+                done_tx.send(()).unwrap();
+                r
+            })
+        };
+        // Give a wrong shutdown time to finish; a right one waits.
+        assert!(done.recv_timeout(Duration::from_millis(200)).is_err());
+        drop(guard);
+        closer.join().unwrap().unwrap();
+        assert_eq!(
+            rx.try_iter().collect::<Vec<_>>(),
+            (0..10).collect::<Vec<_>>()
+        );
+        assert_eq!(*g.try_lock().unwrap(), 10);
+    });
+}

@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
-use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Taken};
+use super::busy::Busy;
+use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Ran, Taken};
 use super::{Shared, StrandMetrics};
-use crate::error::RejectReason;
-use crate::executor::{admit, past_limit, try_admit, Admission, Exec, Executor, Runnable};
+use crate::error::{PanicPayload, RejectReason};
+use crate::executor::{admit, past_limit, report, try_admit, Admission, Exec, Executor, Runnable};
 use crate::section::Frame;
 use crate::task::{create_daemon, current_task_id, task_id, with_current_task, Daemon};
 use crate::trace::trace_event;
@@ -63,6 +64,9 @@ pub(crate) struct Core {
     /// `start_runner` until it gives the strand up), so that what is queued
     /// keeps the strand alive without a reference per item.
     held: OwnerCell<Option<Arc<dyn Any + Send + Sync>>>,
+    /// Posted closures outstanding, and the one admission of `inner`
+    /// that covers them.
+    posts: Busy<Admission>,
     queued: AtomicU64,
     batches: AtomicU64,
 }
@@ -85,6 +89,7 @@ impl Core {
             inner,
             closed: AtomicBool::new(false),
             dead: AtomicBool::new(false),
+            posts: Busy::new(),
             queued: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             inline: AtomicU64::new(0),
@@ -133,10 +138,14 @@ impl Core {
     /// the strand: it granted a lock request (the strand is parked), or
     /// found nothing queued (the strand is idle).
     ///
+    /// `posts` is how many posts the caller has run or dropped since it
+    /// last counted out: they are counted out here before the strand may
+    /// be given up, so that nothing of the strand is touched after.
+    ///
     /// # Safety
     ///
     /// The caller owns the strand.
-    unsafe fn next(&self) -> Option<Item> {
+    unsafe fn next(&self, posts: &mut usize) -> Option<Item> {
         loop {
             // SAFETY: the caller owns the strand.
             let item = match unsafe { self.batch.with_mut(List::pop_front) } {
@@ -147,6 +156,7 @@ impl Core {
                     // our feet: every caller holds a strong reference of
                     // its own (the runner's poll and drop upgrade theirs;
                     // a guard or an on-the-spot section has its handle).
+                    self.posts.leave(std::mem::take(posts));
                     // SAFETY: the caller owns the strand.
                     let held = unsafe { self.held.with_mut(Option::take) };
                     match self.queue.take() {
@@ -174,9 +184,10 @@ impl Core {
                     // A granted request owns the strand (it is parked); its
                     // lock future or guard borrows the `Guarded`, which
                     // keeps the strand alive meanwhile.
+                    self.posts.leave(std::mem::take(posts));
                     // SAFETY: the caller owns the strand until the grant.
                     let held = unsafe { self.held.with_mut(Option::take) };
-                    if node.run() {
+                    if let Ran::Granted = node.run() {
                         drop(held);
                         return None;
                     }
@@ -201,7 +212,7 @@ impl Core {
         // SAFETY: the caller owns the strand; `next` returning an item means
         // it still does, until `start_runner`.
         unsafe {
-            if let Some(item) = self.next() {
+            if let Some(item) = self.next(&mut 0) {
                 self.batch.with_mut(|b| b.push_front(item));
                 self.start_runner();
             }
@@ -230,10 +241,11 @@ impl Core {
     fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
         let frame = Frame::new(self.id(), std::ptr::null(), current_task_id());
         let _entered = frame.enter();
+        let mut posts = 0;
         for _ in 0..BUDGET {
             // SAFETY: the runner is polled only after an owner handed the
             // strand over to it (ground rule 4).
-            match unsafe { self.next() } {
+            match unsafe { self.next(&mut posts) } {
                 Some(Item::Task(runnable)) => {
                     frame.set_task(task_id(runnable.metadata()));
                     runnable.run();
@@ -241,15 +253,36 @@ impl Core {
                 Some(Item::Node(call)) => {
                     // A posted closure runs in the runner's own task.
                     frame.set_task(frame.outer());
-                    let granted = call.run();
-                    debug_assert!(!granted, "lock requests are granted in `next`");
+                    posts += 1;
+                    match call.run() {
+                        Ran::Done => {}
+                        Ran::Panicked(payload) => self.report_post_panic(payload),
+                        Ran::Granted => debug_assert!(false, "lock requests are granted in `next`"),
+                    }
                 }
+                // Given up: nothing of the strand is this poll's to touch.
                 None => return Poll::Pending,
             }
         }
+        self.posts.leave(posts);
         // Still the owner: run again after the executor's other work.
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+
+    /// Counts a post in, unless the strand refuses it (closed, dead, or
+    /// over a closed executor): `false` then, and the post is dropped.
+    #[inline]
+    pub(crate) fn count_post_in(&self) -> bool {
+        !self.is_closed() && self.posts.enter(|| self.admit()).is_ok()
+    }
+
+    /// A posted closure has no handle to report a panic to: it goes where
+    /// a detached task's would (a pool's `on_unobserved_panic`), through
+    /// the admission that covers the post, and the strand goes on.
+    fn report_post_panic(&self, payload: PanicPayload) {
+        let sink = self.posts.with_held(|a| a.and_then(Admission::sink));
+        report(sink.as_ref(), payload);
     }
 
     /// Marks the strand dead (Shutdown step 2) and drains it.
@@ -275,9 +308,18 @@ impl Core {
     ///
     /// The caller owns the strand, and gives ownership up by this call.
     unsafe fn drain_dead(&self) {
+        let mut posts = 0;
         // SAFETY: the caller owns the strand while `next` returns items.
-        while let Some(item) = unsafe { self.next() } {
-            drop(item);
+        while let Some(item) = unsafe { self.next(&mut posts) } {
+            match item {
+                Item::Task(runnable) => drop(runnable),
+                Item::Node(call) => {
+                    posts += 1;
+                    if let Some(payload) = call.discard() {
+                        self.report_post_panic(payload);
+                    }
+                }
+            }
         }
     }
 

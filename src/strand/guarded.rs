@@ -43,9 +43,9 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 
-use super::queue::{Header, Item, Node, NodeVTable, Pushed};
+use super::queue::{Header, Item, Node, NodeVTable, Pushed, Ran};
 use super::{Shared, StrandMetrics};
-use crate::error::{Panic, TaskError};
+use crate::error::{Panic, PanicPayload, TaskError};
 use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
@@ -766,9 +766,12 @@ impl Waiter {
     /// # Safety
     ///
     /// As for [`take`](Waiter::take).
-    unsafe fn run(header: NonNull<Header>) -> bool {
+    unsafe fn run(header: NonNull<Header>) -> Ran {
         // SAFETY: the caller's contract.
-        unsafe { Waiter::take(header) }.grant()
+        match unsafe { Waiter::take(header) }.grant() {
+            true => Ran::Granted,
+            false => Ran::Done,
+        }
     }
 
     /// # Safety
@@ -777,9 +780,11 @@ impl Waiter {
     /// A request dropped unrun, with the queue holding it: only when the
     /// strand itself goes, which no live request allows (its future holds
     /// the `Guarded`), so nobody waits on it.
-    unsafe fn discard(header: NonNull<Header>) {
+    unsafe fn discard(header: NonNull<Header>) -> Option<PanicPayload> {
         // SAFETY: the caller's contract.
-        drop(unsafe { Waiter::take(header) })
+        let waiter = unsafe { Waiter::take(header) };
+        // Its waker's `Drop` is a user's, and may panic.
+        catch_unwind(AssertUnwindSafe(move || drop(waiter))).err()
     }
 
     /// For the strand's owner: hands it the strand, unless the request was

@@ -96,6 +96,7 @@
 //! assert_eq!(most.load(Ordering::SeqCst), 1); // never two at once
 //! ```
 
+mod busy;
 mod core;
 mod guarded;
 mod keyed;
@@ -398,8 +399,8 @@ impl<D: Send + Sync + 'static> Shared<D> {
     where
         F: FnOnce() + Send + 'static,
     {
-        if let Ok(admission) = self.core.admit() {
-            self.core.submit(queue::call(f, admission));
+        if self.core.count_post_in() {
+            self.core.submit(queue::call(f));
         }
     }
 

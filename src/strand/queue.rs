@@ -37,7 +37,7 @@ use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
-use crate::executor::Admission;
+use crate::error::{drop_payload, PanicPayload};
 use crate::executor::Runnable;
 use crate::loom::{AtomicUsize, Ordering::*};
 
@@ -387,15 +387,26 @@ pub(crate) struct Header {
     vtable: &'static NodeVTable,
 }
 
+/// What running a node did.
+pub(crate) enum Ran {
+    /// A lock request was granted: the caller handed the strand over and
+    /// no longer owns it.
+    Granted,
+    /// A closure ran, or a cancelled lock request was skipped.
+    Done,
+    /// A closure panicked; nobody has a handle to read the payload, so the
+    /// caller reports it.
+    Panicked(PanicPayload),
+}
+
 /// What a node does.
 pub(crate) struct NodeVTable {
     /// Runs the node, consuming it: calls a closure, or grants a lock
-    /// request. Returns `true` if it granted: the caller handed the strand
-    /// over and no longer owns it.
-    pub(crate) run: unsafe fn(NonNull<Header>) -> bool,
-    /// Disposes of a node that will never run, consuming it (a lock request
-    /// is told that its strand is dead).
-    pub(crate) discard: unsafe fn(NonNull<Header>),
+    /// request.
+    pub(crate) run: unsafe fn(NonNull<Header>) -> Ran,
+    /// Disposes of a node that will never run, consuming it; a panic of a
+    /// closure's captures' `Drop` is returned for the caller to report.
+    pub(crate) discard: unsafe fn(NonNull<Header>) -> Option<PanicPayload>,
     /// `true` for lock requests: running one only hands the strand over, so
     /// any owner may; everything else runs on the runner.
     pub(crate) grants: bool,
@@ -430,27 +441,38 @@ impl Node {
     }
 
     /// Runs the node; see [`NodeVTable::run`].
-    pub(crate) fn run(self) -> bool {
+    pub(crate) fn run(self) -> Ran {
         let this = ManuallyDrop::new(self);
         // SAFETY: the node is ours (`from_header`'s contract) and is
         // consumed here once: `ManuallyDrop` keeps `Drop` from discarding it.
         unsafe { (this.vtable().run)(this.0) }
     }
-}
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        // SAFETY: the node is ours and is consumed here once.
-        unsafe { (self.vtable().discard)(self.0) }
+    /// Disposes of the node unrun; see [`NodeVTable::discard`].
+    pub(crate) fn discard(self) -> Option<PanicPayload> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: as in `run`.
+        unsafe { (this.vtable().discard)(this.0) }
     }
 }
 
-/// A posted closure, as a node.
+/// Where a node is dropped without `discard` (a queue or batch dropped with
+/// its strand), nobody is left to report a panic to.
+impl Drop for Node {
+    fn drop(&mut self) {
+        // SAFETY: the node is ours and is consumed here once.
+        if let Some(payload) = unsafe { (self.vtable().discard)(self.0) } {
+            drop_payload(payload);
+        }
+    }
+}
+
+/// A posted closure, as a node. Its strand counts it (`Busy`), so it holds
+/// no admission of its own.
 #[repr(C)]
 struct Call<F> {
     header: Header,
     f: F,
-    admission: Admission,
 }
 
 impl<F: FnOnce() + Send + 'static> Call<F> {
@@ -461,11 +483,10 @@ impl<F: FnOnce() + Send + 'static> Call<F> {
     };
 
     /// Boxes `f` as a node: the one allocation a post makes.
-    pub(crate) fn node(f: F, admission: Admission) -> Node {
+    pub(crate) fn node(f: F) -> Node {
         let call = Box::new(Call {
             header: Header::new(&Self::VTABLE),
             f,
-            admission,
         });
         // SAFETY: `Call` is `repr(C)` with the header first, so the box's
         // pointer is the header's; the vtable is this type's.
@@ -475,38 +496,30 @@ impl<F: FnOnce() + Send + 'static> Call<F> {
     /// # Safety
     ///
     /// `header` came from [`Call::node`] of this `F`, and is consumed.
-    unsafe fn run(header: NonNull<Header>) -> bool {
+    unsafe fn run(header: NonNull<Header>) -> Ran {
         // SAFETY: the caller's contract: the box is ours to take back.
-        let Call { f, admission, .. } =
-            *unsafe { Box::from_raw(header.cast::<Call<F>>().as_ptr()) };
-        // A posted closure has no handle to report a panic to: it goes
-        // where a detached task's would (a pool's `on_unobserved_panic`),
-        // and the strand goes on.
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-            crate::executor::report(admission.sink().as_ref(), payload);
+        let Call { f, .. } = *unsafe { Box::from_raw(header.cast::<Call<F>>().as_ptr()) };
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(()) => Ran::Done,
+            Err(payload) => Ran::Panicked(payload),
         }
-        false
     }
 
     /// # Safety
     ///
     /// As for [`run`](Call::run).
-    unsafe fn discard(header: NonNull<Header>) {
+    unsafe fn discard(header: NonNull<Header>) -> Option<PanicPayload> {
         // SAFETY: as in `run`.
-        let Call { f, admission, .. } =
-            *unsafe { Box::from_raw(header.cast::<Call<F>>().as_ptr()) };
+        let Call { f, .. } = *unsafe { Box::from_raw(header.cast::<Call<F>>().as_ptr()) };
         // Discarded while a runner is dropped, where async-task aborts on a
         // panic: a closure whose captures panic in `Drop` is reported.
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(f))) {
-            crate::executor::report(admission.sink().as_ref(), payload);
-        }
+        catch_unwind(AssertUnwindSafe(move || drop(f))).err()
     }
 }
 
-/// A posted closure, as a queue item, with the admission that keeps its
-/// executor counting it until it has run or been dropped.
-pub(crate) fn call<F: FnOnce() + Send + 'static>(f: F, admission: Admission) -> Item {
-    Item::Node(Call::node(f, admission))
+/// A posted closure, as a queue item.
+pub(crate) fn call<F: FnOnce() + Send + 'static>(f: F) -> Item {
+    Item::Node(Call::node(f))
 }
 
 /// The link slot of an item word.
