@@ -24,7 +24,14 @@ use std::time::{Duration, Instant};
 use viaduct::{block_on, ExecutorExt, Guarded, Strand, ThreadPool};
 
 const THREADS: usize = 2;
-const SECTIONS: usize = 800_000;
+/// Sections per task with `n` tasks: the workloads of the performance
+/// targets (8 x 50,000 and 512 x 800), 400,000 in all for the others.
+fn per_task(n: usize) -> usize {
+    match n {
+        512 => 800,
+        n => 400_000 / n,
+    }
+}
 const POSTERS: usize = 8;
 const POSTS: usize = 100_000;
 
@@ -82,7 +89,7 @@ fn ratio(a: Option<Duration>, b: Option<Duration>) -> String {
 /// `n` viaduct tasks, each running its share of the sections with `with`
 /// (awaited) or `lock`.
 fn viaduct_contention(pool: &ThreadPool, g: &Guarded<u64>, n: usize, use_lock: bool) {
-    let per_task = SECTIONS / n;
+    let per_task = per_task(n);
     let tasks: Vec<_> = (0..n)
         .map(|_| {
             let g = g.clone();
@@ -103,7 +110,7 @@ fn viaduct_contention(pool: &ThreadPool, g: &Guarded<u64>, n: usize, use_lock: b
 }
 
 fn tokio_contention(rt: &tokio::runtime::Runtime, m: &Arc<tokio::sync::Mutex<u64>>, n: usize) {
-    let per_task = SECTIONS / n;
+    let per_task = per_task(n);
     rt.block_on(async {
         let tasks: Vec<_> = (0..n)
             .map(|_| {
@@ -122,7 +129,7 @@ fn tokio_contention(rt: &tokio::runtime::Runtime, m: &Arc<tokio::sync::Mutex<u64
 }
 
 fn async_lock_contention(rt: &tokio::runtime::Runtime, m: &Arc<async_lock::Mutex<u64>>, n: usize) {
-    let per_task = SECTIONS / n;
+    let per_task = per_task(n);
     rt.block_on(async {
         let tasks: Vec<_> = (0..n)
             .map(|_| {
@@ -189,7 +196,7 @@ fn main() {
         .unwrap();
 
     println!(
-        "contention: N tasks share {SECTIONS} sections on one counter; {THREADS} worker threads each; \
+        "contention: N tasks x sections each on one counter; {THREADS} worker threads each; \
          ns per section, median of {rounds} rounds"
     );
     println!(
@@ -209,6 +216,7 @@ fn main() {
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![2, 8, 64, 512]);
+    let mut results = Vec::new();
     for n in sizes {
         let (gw, gl) = (
             Guarded::new(pool.clone(), 0u64),
@@ -225,7 +233,8 @@ fn main() {
                 ("async-lock", &mut || async_lock_contention(&rt, &am, n)),
             ],
         );
-        let runs = (rounds + 1) as u64 * (SECTIONS / n * n) as u64;
+        let sections = per_task(n) * n;
+        let runs = (rounds + 1) as u64 * sections as u64;
         for (g, d) in [(&gw, dw), (&gl, dl)] {
             assert_eq!(*block_on(g.lock()), if d.is_some() { runs } else { 0 });
         }
@@ -240,16 +249,17 @@ fn main() {
         };
         println!(
             "{n:>5} {:>8} {:>8} {:>8} {:>11} {:>15} {:>15} {:>10} {:>10} {:>10}",
-            ns_per(dw, SECTIONS),
-            ns_per(dl, SECTIONS),
-            ns_per(dt, SECTIONS),
-            ns_per(da, SECTIONS),
+            ns_per(dw, sections),
+            ns_per(dl, sections),
+            ns_per(dt, sections),
+            ns_per(da, sections),
             batch(&gw),
             batch(&gl),
             ratio(dw, best),
             ratio(dl, best),
             ratio(dl, dt),
         );
+        results.push((n, [dw, dl, dt, da]));
     }
 
     println!();
@@ -280,4 +290,43 @@ fn main() {
         strand.metrics().mean_batch(),
         ratio(ds, dm)
     );
+
+    // The performance targets: viaduct over the peer, and the bound.
+    let at = |n: usize| results.iter().find(|r| r.0 == n).map(|r| r.1);
+    let min = |a: Option<Duration>, b: Option<Duration>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    println!();
+    println!("{:<46} {:>7} {:>8}", "targets", "ratio", "bound");
+    let target = |what: &str, r: Option<(Option<Duration>, Option<Duration>)>, bound: f64| {
+        if let Some((a, b)) = r {
+            println!(
+                "{what:<46} {:>7} {:>8}",
+                ratio(a, b),
+                format!("<= {bound:.1}")
+            );
+        }
+    };
+    target(
+        "with, 8 x 50,000 / async-lock",
+        at(8).map(|[w, _, _, a]| (w, a)),
+        2.0,
+    );
+    target(
+        "with, 512 x 800 / best of tokio and async-lock",
+        at(512).map(|[w, _, t, a]| (w, min(t, a))),
+        1.0,
+    );
+    target(
+        "lock, 8 x 50,000 / tokio",
+        at(8).map(|[_, l, t, _]| (l, t)),
+        0.5,
+    );
+    target(
+        "lock, 2 tasks / tokio",
+        at(2).map(|[_, l, t, _]| (l, t)),
+        1.0,
+    );
+    target("post, 8 threads / std mutex", Some((ds, dm)), 1.0);
 }

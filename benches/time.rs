@@ -17,10 +17,8 @@
 //! (default 7; medians are printed), `BENCH_ONLY` a part of a workload's
 //! name to run only that one.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -28,34 +26,11 @@ use std::time::{Duration, Instant};
 use futures::future::{pending, poll_fn};
 use viaduct::ExecutorExt;
 
-/// Counts heap bytes while `COUNTING` is set (only in the single-threaded
-/// memory measurement: elsewhere a shared counter would skew the timings).
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static HEAP: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: defers to `System` for every operation; the counters have no
-// bearing on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Relaxed) {
-            HEAP.fetch_add(layout.size() as isize, Relaxed);
-        }
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if COUNTING.load(Relaxed) {
-            HEAP.fetch_sub(layout.size() as isize, Relaxed);
-        }
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: counting::Counting = counting::Counting;
 
 const THREADS: usize = 2;
 const INSERT_CANCEL_OPS: usize = 1_000_000;
@@ -221,14 +196,7 @@ fn light_load<R: Rt>(rt: &R) -> Vec<Duration> {
 
 /// Heap bytes per pending timer: `n` timeouts polled once and held.
 fn heap_per_timer(make_and_poll: impl FnOnce(usize) -> Box<dyn std::any::Any>) -> f64 {
-    let n = 100_000;
-    COUNTING.store(true, Relaxed);
-    let before = HEAP.load(Relaxed);
-    let held = make_and_poll(n);
-    let bytes = HEAP.load(Relaxed) - before;
-    drop(held);
-    COUNTING.store(false, Relaxed);
-    bytes as f64 / n as f64
+    counting::heap_per_item(100_000, make_and_poll)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -370,7 +338,7 @@ fn main() {
                 // Leave out the boxes that hold the futures: the future's
                 // size is counted below.
                 let boxes = std::mem::size_of_val(&*held[0]) * held.len();
-                HEAP.fetch_sub(boxes as isize, Relaxed);
+                counting::uncount(boxes);
                 Box::new(held)
             })
         };
@@ -392,7 +360,7 @@ fn main() {
                     })))
                     .unwrap();
                 let boxes = std::mem::size_of_val(&*held[0]) * held.len();
-                HEAP.fetch_sub(boxes as isize, Relaxed);
+                counting::uncount(boxes);
                 Box::new(held)
             })
         };
