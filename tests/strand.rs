@@ -1124,3 +1124,56 @@ fn posts_queued_behind_an_outside_guard_keep_a_closing_pool_until_they_ran() {
         assert_eq!(*g.try_lock().unwrap(), 10);
     });
 }
+
+/// A section run on the spot runs what was queued behind it before its
+/// `with` returns (flat combining): on a one-thread pool whose only worker
+/// is busy in that very task, nothing else could have run the queued
+/// sections. A queued section that panics is reported on its own handle;
+/// past the budget, the runner finishes the rest, in order.
+#[test]
+fn a_section_on_the_spot_runs_what_queued_behind_it() {
+    quiet_test_panics();
+    within("flat combining", || {
+        let cpu = pool(1);
+        let g = Guarded::new(cpu.clone(), Vec::<u32>::new());
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (queued_tx, queued) = mpsc::channel::<()>();
+        let (holding_tx, holding) = mpsc::channel::<()>();
+        let (g2, ran2) = (g.clone(), ran.clone());
+        let task = cpu.spawn(async move {
+            let mine = g2.with(move |v| {
+                // Held on the spot until the others have queued.
+                holding_tx.send(()).unwrap();
+                queued.recv().unwrap();
+                v.push(0);
+            });
+            // Read before this task lets its worker do anything else.
+            let ran_inside = ran2.load(SeqCst);
+            mine.await.unwrap();
+            ran_inside
+        });
+        // Queued from outside the pool while the section above runs.
+        holding.recv_timeout(support::DEADLINE).unwrap();
+        let hs: Vec<_> = (1..=300u32)
+            .map(|i| {
+                let ran = ran.clone();
+                g.with(move |v| {
+                    v.push(i);
+                    ran.fetch_add(1, SeqCst);
+                    assert!(i != 7, "{TEST_PANIC}: section 7");
+                })
+            })
+            .collect();
+        queued_tx.send(()).unwrap();
+        let ran_inside = block_on(task).unwrap();
+        // A budget's worth ran inside the task's `with`; the runner ran the
+        // rest.
+        assert!((100..300).contains(&ran_inside), "{ran_inside}");
+        for (i, h) in hs.into_iter().enumerate() {
+            let r = block_on(h);
+            assert_eq!(r.is_err(), i + 1 == 7, "section {}: {r:?}", i + 1);
+        }
+        let all = block_on(g.with(|v| v.clone())).unwrap();
+        assert_eq!(all, (0..=300).collect::<Vec<_>>(), "in order");
+    });
+}

@@ -219,54 +219,98 @@ impl Core {
         }
     }
 
-    /// Gives up a strand taken with [`acquire_briefly`](Core::acquire_briefly)
-    /// or [`try_acquire`](Core::try_acquire): one compare-and-swap when
-    /// nothing was queued meanwhile, [`hand_on`](Core::hand_on) otherwise.
+    /// Gives up the strand after a section run on the spot: one
+    /// compare-and-swap when nothing was queued meanwhile. Otherwise the
+    /// caller runs what was queued right here, up to [`BUDGET`] items, as
+    /// the runner would (flat combining): it is a task of the strand's
+    /// executor, on it already, and the sections queued behind its own
+    /// are short more often than not; a trip through the runner would
+    /// cost a wake-up and, for every caller that queued, a second one.
+    /// What is left after the budget goes to the runner.
     ///
     /// # Safety
     ///
-    /// The caller took the strand with one of those, still owns it, and
-    /// gives ownership up by this call.
+    /// The caller took the strand with [`acquire_briefly`](Core::acquire_briefly),
+    /// is a task of the strand's executor running on it, still owns the
+    /// strand, and gives ownership up by this call.
     #[inline]
-    pub(crate) unsafe fn release_quick(&self) {
+    pub(crate) unsafe fn release_after_section(&self) {
         // Such an owner never had a batch: the runner empties its batch
         // before giving the strand up, and nothing was started since.
         if !self.queue.release_if_empty() {
-            // SAFETY: the caller owns the strand.
-            unsafe { self.hand_on() }
+            // SAFETY: the caller's contract.
+            unsafe { self.combine() }
+        }
+    }
+
+    /// See [`release_after_section`](Core::release_after_section).
+    ///
+    /// # Safety
+    ///
+    /// As there.
+    #[cold]
+    unsafe fn combine(&self) {
+        // SAFETY: the caller owns the strand; if it still does after the
+        // budget, it hands it to the runner (which finishes the batch).
+        unsafe {
+            if self.run_budget() {
+                self.start_runner();
+            }
+        }
+    }
+
+    /// Runs up to [`BUDGET`] items. `true` if the caller still owns the
+    /// strand after them (with the posts it ran counted out); `false` if
+    /// it gave the strand up (idle, or parked by a grant).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand.
+    unsafe fn run_budget(&self) -> bool {
+        let frame = Frame::new(self.id(), std::ptr::null(), current_task_id());
+        let _entered = frame.enter();
+        let mut posts = 0;
+        for _ in 0..BUDGET {
+            // SAFETY: the caller owns the strand until `next` says not.
+            match unsafe { self.next(&mut posts) } {
+                Some(item) => self.run_item(item, &frame, &mut posts),
+                // Given up: nothing of the strand is the caller's to touch.
+                None => return false,
+            }
+        }
+        self.posts.leave(posts);
+        true
+    }
+
+    /// Runs one item as a section of the strand (the caller owns it), in
+    /// `frame`; counts a posted closure in `posts`.
+    fn run_item(&self, item: Item, frame: &Frame, posts: &mut usize) {
+        match item {
+            Item::Task(runnable) => {
+                frame.set_task(task_id(runnable.metadata()));
+                runnable.run();
+            }
+            Item::Node(call) => {
+                // A posted closure runs in the task that runs the strand.
+                frame.set_task(frame.outer());
+                *posts += 1;
+                match call.run() {
+                    Ran::Done => {}
+                    Ran::Panicked(payload) => self.report_post_panic(payload),
+                    Ran::Granted => debug_assert!(false, "lock requests are granted in `next`"),
+                }
+            }
         }
     }
 
     /// The runner's poll: run up to [`BUDGET`] items.
     fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
-        let frame = Frame::new(self.id(), std::ptr::null(), current_task_id());
-        let _entered = frame.enter();
-        let mut posts = 0;
-        for _ in 0..BUDGET {
-            // SAFETY: the runner is polled only after an owner handed the
-            // strand over to it (ground rule 4).
-            match unsafe { self.next(&mut posts) } {
-                Some(Item::Task(runnable)) => {
-                    frame.set_task(task_id(runnable.metadata()));
-                    runnable.run();
-                }
-                Some(Item::Node(call)) => {
-                    // A posted closure runs in the runner's own task.
-                    frame.set_task(frame.outer());
-                    posts += 1;
-                    match call.run() {
-                        Ran::Done => {}
-                        Ran::Panicked(payload) => self.report_post_panic(payload),
-                        Ran::Granted => debug_assert!(false, "lock requests are granted in `next`"),
-                    }
-                }
-                // Given up: nothing of the strand is this poll's to touch.
-                None => return Poll::Pending,
-            }
+        // SAFETY: the runner is polled only after an owner handed the
+        // strand over to it (ground rule 4).
+        if unsafe { self.run_budget() } {
+            // Still the owner: run again after the executor's other work.
+            cx.waker().wake_by_ref();
         }
-        self.posts.leave(posts);
-        // Still the owner: run again after the executor's other work.
-        cx.waker().wake_by_ref();
         Poll::Pending
     }
 

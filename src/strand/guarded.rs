@@ -199,16 +199,16 @@ impl<T: Send + 'static> Guarded<T> {
         if !core.is_closed() && core.on_inner_executor() && core.acquire_briefly(true) {
             // SAFETY: `acquire_briefly` made this thread the owner of the
             // strand, so nothing else touches the value, and it stays the
-            // owner until `release_quick`.
+            // owner until `release_after_section`.
             let value = unsafe { &mut *self.shared.data.0.get() };
             let me = current_task_id();
             let frame = Frame::new(core.id(), me, me);
             let entered = frame.enter();
             let result = catch_unwind(AssertUnwindSafe(|| f(value)));
             drop(entered);
-            // SAFETY: this thread took the strand with `acquire_briefly`
-            // and gives it up.
-            unsafe { core.release_quick() };
+            // SAFETY: this task of the strand's executor, running on it,
+            // took the strand with `acquire_briefly` and gives it up.
+            unsafe { core.release_after_section() };
             let exec = Exec(self.shared.clone());
             return match result {
                 Ok(v) => JoinHandle::ready(v, exec),

@@ -45,7 +45,11 @@
 //!    is then *parked* until the guard drops).
 //! 5. An owner other than the runner passes the strand on with `hand_on`:
 //!    it grants the next waiters itself (a lock hand-off costs no trip
-//!    through the executor), and wakes the runner at the first task.
+//!    through the executor), and wakes the runner at the first task. A
+//!    `with` section run on the spot goes further (flat combining): its
+//!    task, already on the inner executor, runs what was queued behind it
+//!    as the runner would, up to the budget, and only then wakes the
+//!    runner.
 //!
 //! # Shutdown
 //!
