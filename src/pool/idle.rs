@@ -81,8 +81,9 @@ impl Idle {
     /// [`notify_one`](Idle::notify_one) for a `join` half just pushed on
     /// the pushing worker's own deque, without the fence while nobody
     /// seems asleep: such a half is run by its owner if nobody steals it,
-    /// so a sleeper missed in a race costs parallelism for a moment, never
-    /// progress (rayon makes the same trade). Everything else that makes
+    /// so a sleeper missed in a race costs parallelism (at worst the half
+    /// runs after the other, on the owner), never progress (rayon makes the
+    /// same trade). Everything else that makes
     /// work visible needs `notify_one`'s guarantee.
     #[inline]
     pub(crate) fn notify_for_fork(&self) {

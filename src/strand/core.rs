@@ -36,10 +36,10 @@ const BACKOFF: usize = 5;
 /// The strand itself, whatever it guards.
 ///
 /// The fields a section run on the spot touches come first, in this order
-/// (`repr(C)`), so that they share the cache line of the strand's reference
-/// counts: an owner taking and releasing the strand, cloning a handle and
-/// bumping its counter then works on one line, and a contender moves one
-/// line, not four.
+/// (`repr(C)`), right after the strand's reference counts: an owner taking
+/// and releasing the strand, cloning a handle and bumping its counter then
+/// works on one or two cache lines (the allocation is not line-aligned),
+/// and a contender moves those, not four scattered ones.
 #[repr(C)]
 pub(crate) struct Core {
     queue: Queue<Item>,
@@ -219,43 +219,28 @@ impl Core {
         }
     }
 
-    /// Gives up the strand after a section run on the spot: one
-    /// compare-and-swap when nothing was queued meanwhile. Otherwise the
-    /// caller runs what was queued right here, up to [`BUDGET`] items, as
-    /// the runner would (flat combining): it is a task of the strand's
-    /// executor, on it already, and the sections queued behind its own
-    /// are short more often than not; a trip through the runner would
-    /// cost a wake-up and, for every caller that queued, a second one.
-    /// What is left after the budget goes to the runner.
+    /// Gives up a strand taken with [`acquire_briefly`](Core::acquire_briefly):
+    /// one compare-and-swap when nothing was queued meanwhile,
+    /// [`hand_on`](Core::hand_on) otherwise.
+    ///
+    /// What was queued is not run here (flat combining), though the caller
+    /// is on the strand's executor: it would run other callers' sections
+    /// under whatever the caller holds, and one that waits for a lock the
+    /// caller holds (a guard, a mutex) would never return.
+    /// `strand::queued_sections_never_run_inside_another_callers_with` keeps
+    /// it so.
     ///
     /// # Safety
     ///
-    /// The caller took the strand with [`acquire_briefly`](Core::acquire_briefly),
-    /// is a task of the strand's executor running on it, still owns the
-    /// strand, and gives ownership up by this call.
+    /// The caller took the strand with `acquire_briefly`, still owns it,
+    /// and gives ownership up by this call.
     #[inline]
-    pub(crate) unsafe fn release_after_section(&self) {
-        // Such an owner never had a batch: the runner empties its batch
-        // before giving the strand up, and nothing was started since.
+    pub(crate) unsafe fn release_quick(&self) {
+        // An owner that took an idle strand has no batch: a strand is idle
+        // only once its batch is empty.
         if !self.queue.release_if_empty() {
-            // SAFETY: the caller's contract.
-            unsafe { self.combine() }
-        }
-    }
-
-    /// See [`release_after_section`](Core::release_after_section).
-    ///
-    /// # Safety
-    ///
-    /// As there.
-    #[cold]
-    unsafe fn combine(&self) {
-        // SAFETY: the caller owns the strand; if it still does after the
-        // budget, it hands it to the runner (which finishes the batch).
-        unsafe {
-            if self.run_budget() {
-                self.start_runner();
-            }
+            // SAFETY: the caller owns the strand.
+            unsafe { self.hand_on() }
         }
     }
 
@@ -427,7 +412,12 @@ impl Core {
                 // Spin only on an owner known to be quick: a lock may be
                 // held across `.await`, the runner may have a long batch
                 // left, and every look at a busy strand is a cache miss.
-                Peek::Quick if spins < SPINS => {}
+                // Never on ourselves: a section run on the spot asking for
+                // its own strand would wait for its own end.
+                Peek::Quick
+                    if spins < SPINS
+                        && (spins > 0 || !crate::section::inside(self.id(), current_task_id())) => {
+                }
                 _ => return false,
             }
             spins += 1;

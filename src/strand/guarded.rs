@@ -199,16 +199,16 @@ impl<T: Send + 'static> Guarded<T> {
         if !core.is_closed() && core.on_inner_executor() && core.acquire_briefly(true) {
             // SAFETY: `acquire_briefly` made this thread the owner of the
             // strand, so nothing else touches the value, and it stays the
-            // owner until `release_after_section`.
+            // owner until `release_quick`.
             let value = unsafe { &mut *self.shared.data.0.get() };
             let me = current_task_id();
             let frame = Frame::new(core.id(), me, me);
             let entered = frame.enter();
             let result = catch_unwind(AssertUnwindSafe(|| f(value)));
             drop(entered);
-            // SAFETY: this task of the strand's executor, running on it,
-            // took the strand with `acquire_briefly` and gives it up.
-            unsafe { core.release_after_section() };
+            // SAFETY: this thread took the strand with `acquire_briefly`
+            // and gives it up.
+            unsafe { core.release_quick() };
             let exec = Exec(self.shared.clone());
             return match result {
                 Ok(v) => JoinHandle::ready(v, exec),
@@ -694,7 +694,8 @@ struct Waiter {
     state: AtomicUsize,
     /// The lock future's waker. The state says who may touch it: the lock
     /// future while `WAITING`, the granting owner once it moved the state
-    /// from `REGISTERED` to `GRANTED`; nobody else, ever.
+    /// from `REGISTERED` to `GRANTED`, and whoever drops the last share of
+    /// the request (with it).
     waker: crate::loom::UnsafeCell<Option<Waker>>,
 }
 
@@ -724,7 +725,8 @@ impl Waiter {
     /// thread needs one), else a new one.
     fn reuse_or_new() -> Arc<Waiter> {
         #[cfg(not(loom))]
-        if let Some(waiter) = SPARE.with(std::cell::Cell::take) {
+        // `try_with`: not during the thread's teardown.
+        if let Ok(Some(waiter)) = SPARE.try_with(std::cell::Cell::take) {
             return waiter;
         }
         Arc::new(Waiter::new())
@@ -768,9 +770,19 @@ impl Waiter {
     /// As for [`take`](Waiter::take).
     unsafe fn run(header: NonNull<Header>) -> Ran {
         // SAFETY: the caller's contract.
-        match unsafe { Waiter::take(header) }.grant() {
-            true => Ran::Granted,
-            false => Ran::Done,
+        let waiter = unsafe { Waiter::take(header) };
+        let granted = waiter.grant();
+        // The queue's share may be the last: dropping it drops a waker left
+        // in the cell (a user's, whose `Drop` may panic). The caller may
+        // have just handed the strand over, or still own it: either way a
+        // panic must not unwind through it. Reported instead.
+        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(waiter))) {
+            crate::executor::report(current_task_sink().as_ref(), p);
+        }
+        if granted {
+            Ran::Granted
+        } else {
+            Ran::Done
         }
     }
 
@@ -828,40 +840,45 @@ impl Waiter {
 
     /// For the lock future: `Ready` once granted; otherwise stores the
     /// waker for the grant to wake.
+    ///
+    /// User code runs here (cloning and dropping wakers) and may panic: the
+    /// new waker is cloned before anything changes, and the old one is
+    /// dropped only once the new one is registered, so a panic never leaves
+    /// the request unregistered. A waker left in the cell by a grant that
+    /// raced the registration is dropped with the request.
     fn poll_granted(&self, cx: &mut Context<'_>) -> Poll<()> {
         // Acquire pairs with the grant's release: the new owner sees what
         // the old one wrote.
-        match self.state.load(Acquire) {
-            GRANTED => return Poll::Ready(()),
-            // Polled again: take the cell back to look at the waker. A
-            // grant that wins this race has taken the waker.
-            REGISTERED
-                if self
-                    .state
-                    .compare_exchange(REGISTERED, WAITING, Acquire, Acquire)
-                    .is_err() =>
-            {
-                return Poll::Ready(());
-            }
-            _ => {}
+        let state = self.state.load(Acquire);
+        if state == GRANTED {
+            return Poll::Ready(());
+        }
+        let waker = cx.waker().clone();
+        // Polled again: take the cell back first. A grant that wins this
+        // race has taken the old waker.
+        if state == REGISTERED
+            && self
+                .state
+                .compare_exchange(REGISTERED, WAITING, Acquire, Acquire)
+                .is_err()
+        {
+            return Poll::Ready(());
         }
         // SAFETY: the state is `WAITING` (or `GRANTED` by a grant that
         // found it `WAITING` and so leaves the cell alone; cancelling is
         // this future's own drop): the cell is this future's.
-        unsafe {
-            self.waker.with_mut(|slot| match slot {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                other => *other = Some(cx.waker().clone()),
-            })
-        };
+        let old = unsafe { self.waker.with_mut(|slot| slot.replace(waker)) };
         // Release publishes the waker to the grant; a grant that came in
         // between did not touch the cell and finds nothing to wake.
-        match self
+        let registered = self
             .state
             .compare_exchange(WAITING, REGISTERED, Release, Acquire)
-        {
-            Ok(_) => Poll::Pending,
-            Err(_) => Poll::Ready(()),
+            .is_ok();
+        drop(old);
+        if registered {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
         }
     }
 

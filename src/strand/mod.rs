@@ -45,11 +45,7 @@
 //!    is then *parked* until the guard drops).
 //! 5. An owner other than the runner passes the strand on with `hand_on`:
 //!    it grants the next waiters itself (a lock hand-off costs no trip
-//!    through the executor), and wakes the runner at the first task. A
-//!    `with` section run on the spot goes further (flat combining): its
-//!    task, already on the inner executor, runs what was queued behind it
-//!    as the runner would, up to the budget, and only then wakes the
-//!    runner.
+//!    through the executor), and wakes the runner at the first task.
 //!
 //! # Shutdown
 //!
@@ -238,11 +234,12 @@ impl Strand {
 
     /// Submits `f` to run on the strand later, never inside this call
     /// (asio's `post`). Fire-and-forget, and cheaper than spawning: `f` is
-    /// queued as it is, in one allocation, with no task around it. Like a
-    /// task, it is admitted by the executor: a pool counts it as live work
-    /// until it has run (so closing and joining the pool waits for it; a
-    /// bounded pool counts it but never makes `post` wait, see
-    /// [`max_pending`](crate::pool::Builder::max_pending)), and it keeps
+    /// queued as it is, in one allocation, with no task around it. Posts
+    /// are admitted by the executor as a group: while any post of the
+    /// strand is outstanding, a pool counts one live task for them (so
+    /// closing and joining the pool waits for them; a bounded pool counts
+    /// it but never makes `post` wait, see
+    /// [`max_pending`](crate::pool::Builder::max_pending)), and a post keeps
     /// the strand alive until it has run, as a task of the strand does, so
     /// dropping every handle of the strand loses nothing. On a closed
     /// strand `f` is dropped;
