@@ -1045,6 +1045,20 @@ impl Drop for DropPanics {
     }
 }
 
+/// A lock request queued behind a held guard, polled once with a waker
+/// whose last drop panics; the request then holds that last reference.
+fn queued_with_a_drop_panicking_waker<T: Send + 'static>(
+    g: &Guarded<T>,
+) -> std::pin::Pin<Box<viaduct::strand::Lock<'_, T>>> {
+    let mut lock = Box::pin(g.lock());
+    let waker = std::task::Waker::from(Arc::new(DropPanics));
+    assert!(lock
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(&waker))
+        .is_pending());
+    lock
+}
+
 #[test]
 fn a_lock_waiter_whose_waker_panics_in_drop_still_gets_the_lock() {
     quiet_test_panics();
@@ -1053,13 +1067,7 @@ fn a_lock_waiter_whose_waker_panics_in_drop_still_gets_the_lock() {
         // Re-polled with another waker: the first one's drop panics out of
         // that poll, and the request stays in line.
         let held = block_on(g.lock());
-        let mut lock = Box::pin(g.lock());
-        let first = std::task::Waker::from(Arc::new(DropPanics));
-        assert!(lock
-            .as_mut()
-            .poll(&mut std::task::Context::from_waker(&first))
-            .is_pending());
-        drop(first); // the request holds the last reference now
+        let mut lock = queued_with_a_drop_panicking_waker(&g);
         let noop = futures::task::noop_waker();
         let repoll = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             lock.as_mut()
@@ -1073,13 +1081,7 @@ fn a_lock_waiter_whose_waker_panics_in_drop_still_gets_the_lock() {
         // grant wakes it (and its drop panics there, reported); the lock
         // is still handed over, and released after.
         let held = block_on(g.lock());
-        let mut lock = Box::pin(g.lock());
-        let waker = std::task::Waker::from(Arc::new(DropPanics));
-        assert!(lock
-            .as_mut()
-            .poll(&mut std::task::Context::from_waker(&waker))
-            .is_pending());
-        drop(waker);
+        let lock = queued_with_a_drop_panicking_waker(&g);
         drop(held);
         *block_on(lock) += 10;
         assert_eq!(*block_on(g.lock()), 11);
@@ -1174,13 +1176,7 @@ fn a_cancelled_request_whose_waker_panics_in_drop_does_not_unwind_through_the_ow
     within("cancelled waker drop panics", || {
         let g = Guarded::new(pool(1), 0u32);
         let held = block_on(g.lock());
-        let mut lock = Box::pin(g.lock());
-        let waker = std::task::Waker::from(Arc::new(DropPanics));
-        assert!(lock
-            .as_mut()
-            .poll(&mut std::task::Context::from_waker(&waker))
-            .is_pending());
-        drop(waker);
+        let lock = queued_with_a_drop_panicking_waker(&g);
         drop(lock); // cancelled; the queue holds the waker's last reference
         let released = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(held)));
         assert!(
