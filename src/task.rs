@@ -507,16 +507,22 @@ enum State<T> {
         /// Wakes the task to be aborted (and keeps its allocation alive).
         waker: Waker,
     },
-    Failed {
-        /// Reports a panic nobody read to `sink`, as a task's result does.
-        failure: Failure,
-        exec: Exec,
-    },
+    /// Boxed: rare (a refusal, a section run on the spot that panicked),
+    /// and the largest variant, which every handle would pay for.
+    Failed(Box<Failed>),
     /// Done before any task was needed (a strand section run on the spot).
     Ready {
         value: Option<ByValue<T>>,
         exec: Exec,
     },
+}
+
+/// A handle that never had a task, or whose work failed before it needed
+/// one.
+struct Failed {
+    /// Reports a panic nobody read to `sink`, as a task's result does.
+    failure: Failure,
+    exec: Exec,
 }
 
 /// A shared reference to a task's metadata, kept alive by the task handle
@@ -639,13 +645,13 @@ impl<T> JoinHandle<T> {
     /// handle is dropped without reading it, the payload goes to `sink`.
     pub(crate) fn failed_reporting(error: TaskError, exec: Exec, sink: Option<Sink>) -> Self {
         JoinHandle {
-            state: State::Failed {
+            state: State::Failed(Box::new(Failed {
                 failure: Failure {
                     error: Some(error),
                     sink,
                 },
                 exec,
-            },
+            })),
             next: None,
             upstream: None,
         }
@@ -749,7 +755,8 @@ impl<T> JoinHandle<T> {
         }
         match &self.state {
             State::Running { info, .. } => info.get().executor(),
-            State::Failed { exec, .. } | State::Ready { exec, .. } => exec.clone(),
+            State::Failed(failed) => failed.exec.clone(),
+            State::Ready { exec, .. } => exec.clone(),
         }
     }
 }
@@ -782,7 +789,8 @@ impl<T> Future for JoinHandle<T> {
                     },
                 }
             }
-            State::Failed { failure, .. } => Poll::Ready(Err(failure
+            State::Failed(failed) => Poll::Ready(Err(failed
+                .failure
                 .error
                 .take()
                 .expect("JoinHandle polled after it returned its result"))),
