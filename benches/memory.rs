@@ -1,20 +1,14 @@
-//! Bytes per task, per strand, per `Guarded` and per pending timer, next
-//! to the peers' nearest equivalents, in one process run.
+//! Bytes per task, per strand and per `Guarded`, next to the peers'
+//! nearest equivalents, in one process run. (Bytes per pending timer:
+//! `cargo bench --bench time`, which measures timers.)
 //!
 //! Each figure is the live heap that `n` of the things keep (counted by a
 //! global allocator, single-threaded), divided by `n`; the things are held
 //! in a `Vec`, so the handle the user holds (a `JoinHandle`, a `Strand`, a
-//! `Guarded`) is counted too. A sleep is boxed to be polled: its box is
-//! left out and its size counted instead. Tasks are spawned and not yet run (a
+//! `Guarded`) is counted too. Tasks are spawned and not yet run (a
 //! `ManualExecutor`, a current-thread tokio runtime that is not driven, an
 //! `async_executor::Executor` that is not run), so the figure includes the
 //! executor's queue slot. `cargo bench --bench memory`.
-
-use std::future::Future;
-use std::mem::size_of;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
 use viaduct::prelude::*;
 use viaduct::{Guarded, ManualExecutor, Strand, ThreadPool};
@@ -30,11 +24,6 @@ const N: usize = 100_000;
 fn row(what: &str, viaduct: f64, peers: &[(&str, f64)]) {
     let peers: Vec<String> = peers.iter().map(|(p, b)| format!("{p} {b:.0}")).collect();
     println!("{what:<28} {viaduct:>8.0}   {}", peers.join(", "));
-}
-
-/// Polls `fut` once with a waker that does nothing.
-fn poll_once<F: Future>(fut: Pin<&mut F>) -> Poll<F::Output> {
-    fut.poll(&mut Context::from_waker(futures::task::noop_waker_ref()))
 }
 
 fn main() {
@@ -91,38 +80,4 @@ fn main() {
         g,
         &[("Arc<tokio Mutex>", tm), ("Arc<async-lock Mutex>", am)],
     );
-
-    // A sleep registered with its timer: the future (boxed here, the box
-    // left out) plus what it made the timer allocate.
-    let vt = counting::heap_per_item(N, |n| {
-        let held: Vec<_> = (0..n)
-            .map(|_| {
-                let mut s = Box::pin(viaduct::time::sleep(Duration::from_secs(60)));
-                assert!(poll_once(s.as_mut()).is_pending());
-                s
-            })
-            .collect();
-        counting::uncount(size_of::<viaduct::time::Sleep>() * n);
-        held
-    }) - size_of::<usize>() as f64
-        + size_of::<viaduct::time::Sleep>() as f64;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_time()
-        .build()
-        .unwrap();
-    let _in_rt = rt.enter();
-    let tt = counting::heap_per_item(N, |n| {
-        let held: Vec<_> = (0..n)
-            .map(|_| {
-                let mut s = Box::pin(tokio::time::sleep(Duration::from_secs(60)));
-                assert!(poll_once(s.as_mut()).is_pending());
-                s
-            })
-            .collect();
-        counting::uncount(size_of::<tokio::time::Sleep>() * n);
-        held
-    }) - size_of::<usize>() as f64
-        + size_of::<tokio::time::Sleep>() as f64;
-    row("pending sleep", vt, &[("tokio", tt)]);
 }

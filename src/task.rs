@@ -59,6 +59,15 @@ pub(crate) fn current_task_sink() -> Option<Sink> {
     unsafe { admission.as_ref().and_then(|a| (*a.get()).sink()) }
 }
 
+/// Runs `f`, a user's code (a waker, a `Drop`) called where a panic must
+/// not unwind: a panic goes where the polled task's unread panic would
+/// ([`current_task_sink`]), or is dropped.
+pub(crate) fn reporting_panics(f: impl FnOnce()) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        report(current_task_sink().as_ref(), payload);
+    }
+}
+
 /// Runs `f` with the metadata of the viaduct task being polled on this
 /// thread, if any.
 #[inline]

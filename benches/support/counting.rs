@@ -2,6 +2,9 @@
 //! for the benches' memory figures, measured single-threaded (elsewhere a
 //! shared counter would skew the timings).
 
+// Each bench that includes this module uses part of it.
+#![allow(dead_code)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering::Relaxed};
 

@@ -69,7 +69,7 @@ impl<A> Busy<A> {
         if lock(&self.held).is_some() {
             return Ok(());
         }
-        /// Counts the post out again if `admit` unwinds.
+        /// Counts the post out again if `admit` fails or unwinds.
         struct Undo<'a, A>(&'a Busy<A>);
         impl<A> Drop for Undo<'_, A> {
             fn drop(&mut self) {
@@ -77,15 +77,8 @@ impl<A> Busy<A> {
             }
         }
         let undo = Undo(self);
-        let admitted = admit();
+        let admission = admit()?;
         std::mem::forget(undo);
-        let admission = match admitted {
-            Ok(admission) => admission,
-            Err(e) => {
-                self.leave(1);
-                return Err(e);
-            }
-        };
         let mut held = lock(&self.held);
         // Another poster may have covered the count meanwhile: then this
         // admission is one too many, dropped after the lock.

@@ -244,58 +244,36 @@ impl Core {
         }
     }
 
-    /// Runs up to [`BUDGET`] items. `true` if the caller still owns the
-    /// strand after them (with the posts it ran counted out); `false` if
-    /// it gave the strand up (idle, or parked by a grant).
-    ///
-    /// # Safety
-    ///
-    /// The caller owns the strand.
-    unsafe fn run_budget(&self) -> bool {
+    /// The runner's poll: run up to [`BUDGET`] items.
+    fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
         let frame = Frame::new(self.id(), std::ptr::null(), current_task_id());
         let _entered = frame.enter();
         let mut posts = 0;
         for _ in 0..BUDGET {
-            // SAFETY: the caller owns the strand until `next` says not.
+            // SAFETY: the runner is polled only after an owner handed the
+            // strand over to it (ground rule 4).
             match unsafe { self.next(&mut posts) } {
-                Some(item) => self.run_item(item, &frame, &mut posts),
-                // Given up: nothing of the strand is the caller's to touch.
-                None => return false,
+                Some(Item::Task(runnable)) => {
+                    frame.set_task(task_id(runnable.metadata()));
+                    runnable.run();
+                }
+                Some(Item::Node(call)) => {
+                    // A posted closure runs in the runner's own task.
+                    frame.set_task(frame.outer());
+                    posts += 1;
+                    match call.run() {
+                        Ran::Done => {}
+                        Ran::Panicked(payload) => self.report_post_panic(payload),
+                        Ran::Granted => debug_assert!(false, "lock requests are granted in `next`"),
+                    }
+                }
+                // Given up: nothing of the strand is this poll's to touch.
+                None => return Poll::Pending,
             }
         }
         self.posts.leave(posts);
-        true
-    }
-
-    /// Runs one item as a section of the strand (the caller owns it), in
-    /// `frame`; counts a posted closure in `posts`.
-    fn run_item(&self, item: Item, frame: &Frame, posts: &mut usize) {
-        match item {
-            Item::Task(runnable) => {
-                frame.set_task(task_id(runnable.metadata()));
-                runnable.run();
-            }
-            Item::Node(call) => {
-                // A posted closure runs in the task that runs the strand.
-                frame.set_task(frame.outer());
-                *posts += 1;
-                match call.run() {
-                    Ran::Done => {}
-                    Ran::Panicked(payload) => self.report_post_panic(payload),
-                    Ran::Granted => debug_assert!(false, "lock requests are granted in `next`"),
-                }
-            }
-        }
-    }
-
-    /// The runner's poll: run up to [`BUDGET`] items.
-    fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
-        // SAFETY: the runner is polled only after an owner handed the
-        // strand over to it (ground rule 4).
-        if unsafe { self.run_budget() } {
-            // Still the owner: run again after the executor's other work.
-            cx.waker().wake_by_ref();
-        }
+        // Still the owner: run again after the executor's other work.
+        cx.waker().wake_by_ref();
         Poll::Pending
     }
 

@@ -49,7 +49,7 @@ use crate::error::{Panic, PanicPayload, TaskError};
 use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
-use crate::task::{current_task_id, current_task_sink, JoinHandle};
+use crate::task::{current_task_id, current_task_sink, reporting_panics, JoinHandle};
 
 /// Data owned by a strand: an async mutex whose critical sections can run
 /// on the strand or in the caller's task, in one FIFO order.
@@ -776,9 +776,7 @@ impl Waiter {
         // in the cell (a user's, whose `Drop` may panic). The caller may
         // have just handed the strand over, or still own it: either way a
         // panic must not unwind through it. Reported instead.
-        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(waiter))) {
-            crate::executor::report(current_task_sink().as_ref(), p);
-        }
+        reporting_panics(move || drop(waiter));
         if granted {
             Ran::Granted
         } else {
@@ -822,20 +820,13 @@ impl Waiter {
             // the field).
             let waker = unsafe { self.waker.with_mut(Option::take) };
             if let Some(w) = waker {
-                Self::wake(w);
+                // Right after the grant handed the strand over: a panicking
+                // waker must not unwind through the owner (the runner, a
+                // guard's drop), which would go on as if it still owned it.
+                reporting_panics(|| w.wake());
             }
         }
         true
-    }
-
-    /// Wakes the lock future. Runs in the strand's owner (the runner, a
-    /// guard's drop) right after the grant handed the strand over, so a
-    /// panicking waker must not unwind there: the owner would go on as if
-    /// it still owned the strand. Its panic is reported instead.
-    fn wake(waker: Waker) {
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| waker.wake())) {
-            crate::executor::report(current_task_sink().as_ref(), p);
-        }
     }
 
     /// For the lock future: `Ready` once granted; otherwise stores the
@@ -983,6 +974,30 @@ mod loom_model {
         });
     }
 
+    /// Holds `g` while another thread requests it and polls the request
+    /// once with a waker that does nothing, then releases it: the request
+    /// is granted by that poll, or by the release racing what `then` does
+    /// with it (on the other thread) while still pending.
+    fn release_against(
+        g: &Guarded<usize>,
+        then: impl for<'a> FnOnce(Pin<Box<Lock<'a, usize>>>) + Send + 'static,
+    ) {
+        let held = block_on(g.lock());
+        let other = {
+            let g = g.clone();
+            thread::spawn(move || {
+                let mut lock = Box::pin(g.lock());
+                let noop = futures::task::noop_waker();
+                match lock.as_mut().poll(&mut Context::from_waker(&noop)) {
+                    Poll::Ready(guard) => drop(guard),
+                    Poll::Pending => then(lock),
+                }
+            })
+        };
+        drop(held);
+        other.join().unwrap();
+    }
+
     /// A lock future registers one waker, then another (a second poll
     /// takes the cell back), while the guard ahead of it is released: the
     /// grant wakes whichever waker is registered, or the future sees the
@@ -991,23 +1006,8 @@ mod loom_model {
     fn repoll_vs_grant() {
         loom::model(|| {
             let g = guarded();
-            let held = block_on(g.lock());
-            let waiter = {
-                let g = g.clone();
-                thread::spawn(move || {
-                    let mut lock = Box::pin(g.lock());
-                    let noop = futures::task::noop_waker();
-                    if let Poll::Ready(guard) = lock.as_mut().poll(&mut Context::from_waker(&noop))
-                    {
-                        drop(guard);
-                        return;
-                    }
-                    // Polled again with the thread's own waker.
-                    drop(block_on(lock));
-                })
-            };
-            drop(held);
-            waiter.join().unwrap();
+            // Polled again with the thread's own waker.
+            release_against(&g, |lock| drop(block_on(lock)));
             assert!(g.shared.core.acquire_briefly(false), "idle at the end");
         });
     }
@@ -1019,20 +1019,7 @@ mod loom_model {
     fn cancel_vs_grant() {
         loom::model(|| {
             let g = guarded();
-            let held = block_on(g.lock());
-            let canceller = {
-                let g = g.clone();
-                thread::spawn(move || {
-                    let mut lock = Box::pin(g.lock());
-                    let waker = futures::task::noop_waker();
-                    let first = lock.as_mut().poll(&mut Context::from_waker(&waker));
-                    // Granted already, or pending and then given up.
-                    drop(first);
-                    drop(lock);
-                })
-            };
-            drop(held);
-            canceller.join().unwrap();
+            release_against(&g, |lock| drop(lock));
             increment(&g);
             assert_eq!(*block_on(g.lock()), 1);
         });

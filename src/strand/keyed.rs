@@ -20,7 +20,7 @@ use super::Shared;
 use crate::executor::report;
 use crate::executor::{Exec, Executor};
 use crate::loom::lock_std as lock;
-use crate::task::{current_task_sink, JoinHandle};
+use crate::task::{current_task_sink, reporting_panics, JoinHandle};
 
 /// Shards of the key map: keys spread over several locks, so submitters
 /// of different keys rarely meet.
@@ -320,19 +320,14 @@ impl<K: Hash + Eq> Drop for Leave<K> {
                     if let Err(payload) = failed {
                         report(current_task_sink().as_ref(), payload);
                     }
-                    let by_strand = || self.leave_by_strand(&mut shard);
-                    if let Err(payload) = catch_unwind(AssertUnwindSafe(by_strand)) {
-                        report(current_task_sink().as_ref(), payload);
-                    }
+                    reporting_panics(|| self.leave_by_strand(&mut shard));
                     None
                 }
             }
         };
         // The key and strand are dropped outside the lock; a panic of the
         // key's `Drop` is reported, not raised in the task that ran.
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(gone))) {
-            report(current_task_sink().as_ref(), payload);
-        }
+        reporting_panics(move || drop(gone));
     }
 }
 

@@ -677,6 +677,19 @@ mod loom_model {
             }
         }
 
+        /// Runs a section that logs `entry`.
+        ///
+        /// # Safety
+        ///
+        /// The caller owns the strand.
+        unsafe fn section(&self, entry: (usize, usize)) {
+            assert_eq!(self.in_section.swap(1, Relaxed), 0, "two owners");
+            // SAFETY: the caller owns the strand.
+            unsafe { self.log.with_mut(|l| l.push(entry)) };
+            self.ran.fetch_add(1, Relaxed);
+            assert_eq!(self.in_section.swap(0, Relaxed), 1);
+        }
+
         /// The runner: batches until the queue says the strand is idle.
         fn drain(&self) {
             loop {
@@ -684,10 +697,8 @@ mod loom_model {
                     Taken::Released => return,
                     Taken::Batch(list, _) => {
                         for Item(node) in list {
-                            assert_eq!(self.in_section.swap(1, Relaxed), 0, "two owners");
                             // SAFETY: inside `drain` this thread owns the strand.
-                            unsafe { self.log.with_mut(|l| l.push((node.producer, node.seq))) };
-                            self.ran.fetch_add(1, Relaxed);
+                            unsafe { self.section((node.producer, node.seq)) };
                             if node.again {
                                 // Re-submitted while the strand is owned: queued.
                                 match self.queue.push(item(node.producer, node.seq + 10, false)) {
@@ -695,7 +706,6 @@ mod loom_model {
                                     _ => unreachable!("pushed while owned"),
                                 }
                             }
-                            assert_eq!(self.in_section.swap(0, Relaxed), 1);
                         }
                     }
                 }
@@ -718,11 +728,8 @@ mod loom_model {
             };
             let acquired = strand.queue.try_acquire(true);
             if acquired {
-                assert_eq!(strand.in_section.swap(1, Relaxed), 0, "two owners");
                 // SAFETY: the acquire made this thread the owner.
-                unsafe { strand.log.with_mut(|l| l.push((0, 0))) };
-                strand.ran.fetch_add(1, Relaxed);
-                assert_eq!(strand.in_section.swap(0, Relaxed), 1);
+                unsafe { strand.section((0, 0)) };
                 if !strand.queue.release_if_empty() {
                     strand.drain();
                 }
