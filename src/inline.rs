@@ -6,7 +6,6 @@ use std::sync::{Arc, LazyLock};
 
 use crate::executor::Runnable;
 use crate::executor::{Exec, Executor, Internal};
-use crate::spawn::impl_spawn;
 
 /// Runs each runnable right away, on the thread that schedules it.
 ///
@@ -88,5 +87,3 @@ impl Executor for Inline {
         Some(INLINE.clone())
     }
 }
-
-impl_spawn!(Inline);

@@ -184,6 +184,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod block_on;
+pub mod cancel;
 mod error;
 mod executor;
 pub mod future;

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 
 use futures::task::{FutureObj, SpawnError};
 
+use crate::cancel::CancellationToken;
 use crate::error::RejectReason;
 use crate::executor::{admit, home_of, try_admit, Exec, Executor};
 use crate::task::{spawn_admitted, spawn_or_reject, JoinHandle};
@@ -159,6 +160,41 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
         }
     }
 
+    /// Spawns `future`, to be aborted when `token` fires: the handle then
+    /// resolves to [`TaskError::Cancelled`](crate::TaskError::Cancelled)
+    /// at once, and the future is dropped at the executor's next turn, even
+    /// if it was parked waiting for something that never comes. If the
+    /// token has fired already, the future is never polled. Continuations
+    /// ([`then`](JoinHandle::then)) of the handle skip their value steps,
+    /// as after any error. A task that ended before the token fired keeps
+    /// its result.
+    ///
+    /// The task takes an entry in the token for as long as its future
+    /// lives, so a long-lived token does not keep the tasks it once
+    /// guarded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::cancel::CancellationToken;
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let token = CancellationToken::new();
+    /// let parked = pool.spawn_cancellable(&token, std::future::pending::<()>());
+    /// let done = pool.spawn_cancellable(&token, async { 7 });
+    /// assert_eq!(block_on(done).unwrap(), 7);
+    /// token.cancel();
+    /// assert!(block_on(parked).unwrap_err().is_cancelled());
+    /// ```
+    fn spawn_cancellable<F>(&self, token: &CancellationToken, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        crate::cancel::spawn_cancellable(self, token, future)
+    }
+
     /// Runs `f` on the executor; the handle resolves to its result (boost
     /// `async`, folly `via(e).then(f)` on a fresh future).
     ///
@@ -292,4 +328,6 @@ macro_rules! impl_spawn {
 }
 pub(crate) use impl_spawn;
 
-impl_spawn!(Exec);
+// `Inline` is implemented here rather than in its module, which the
+// cancellation tokens (used by `ExecutorExt`) build on.
+impl_spawn!(Exec, crate::Inline);

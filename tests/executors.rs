@@ -16,7 +16,7 @@ use std::thread;
 use std::time::Duration;
 
 use futures::channel::oneshot;
-use support::{quiet_test_panics, within, DEADLINE, TEST_PANIC};
+use support::{quiet_test_panics, within, DropFlag, DEADLINE, TEST_PANIC};
 use viaduct::pool::WaitError;
 use viaduct::{
     block_on, Exec, Executor, ExecutorExt, Inline, ManualExecutor, RejectReason, Runnable,
@@ -41,14 +41,6 @@ impl Log {
     }
 }
 
-/// Sets its flag when dropped: proof that a future was dropped.
-struct DropFlag(Arc<AtomicBool>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, SeqCst);
-    }
-}
 
 /// Runs `f` on a thread with a deliberately small stack, so that a
 /// recursion that should have been a loop overflows it.

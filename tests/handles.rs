@@ -3,7 +3,7 @@
 //! `Scheduled::cancel(&self)` and `Periodic::cancel(&self)`, and the
 //! `prelude`.
 
-#[allow(dead_code)] // only `within` is used here
+#[allow(dead_code)] // only `within` and `DropFlag` are used here
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
@@ -11,21 +11,13 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use support::within;
+use support::{within, DropFlag};
 use viaduct::prelude::*;
 use viaduct::time::Timer;
 use viaduct::{block_on, AbortHandle, ManualExecutor, TaskError, ThreadPool};
 
 fn send_sync_clone<T: Send + Sync + Clone>() {}
 
-/// Sets its flag when dropped.
-struct DropFlag(Arc<AtomicBool>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, SeqCst);
-    }
-}
 
 #[test]
 fn an_abort_handle_is_clone_send_sync_and_aborts_from_another_thread() {

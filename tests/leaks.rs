@@ -7,13 +7,17 @@
 //! the checks in turn: the harness starts no other thread meanwhile.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
+use std::task::Context;
+use std::time::Duration;
 
 #[allow(dead_code)] // only `within` is used here
 mod support;
 
 use support::within;
+use viaduct::cancel::CancellationToken;
 use viaduct::{block_on, ExecutorExt, Guarded, KeyedStrands, PriorityExecutor, Strand, ThreadPool};
 
 struct Counting;
@@ -85,7 +89,7 @@ fn check(what: &str, pool: &ThreadPool, mut cycle: impl FnMut(usize, Arc<AtomicU
 }
 
 #[test]
-fn strand_types_leave_the_heap_flat_over_ten_thousand_cycles() {
+fn strand_types_and_tokens_leave_the_heap_flat_over_ten_thousand_cycles() {
     within("leaks", || {
         let pool = ThreadPool::builder()
             .threads(1)
@@ -128,5 +132,33 @@ fn strand_types_leave_the_heap_flat_over_ten_thousand_cycles() {
                 PriorityExecutor::new(pool.clone()).execute_with(i as i32 % 3, bump(ran));
             },
         );
+
+        // A long-lived token does not collect what once watched it.
+        let token = CancellationToken::new();
+        check("child_token and cancelled() dropped", &pool, |_, ran| {
+            let child = token.child_token();
+            let mut wait = Box::pin(child.cancelled());
+            let waker = futures::task::noop_waker_ref();
+            assert!(wait
+                .as_mut()
+                .poll(&mut Context::from_waker(waker))
+                .is_pending());
+            bump(ran)();
+        });
+        check("spawn_cancellable to its end", &pool, |_, ran| {
+            let bump = bump(ran);
+            block_on(pool.spawn_cancellable(&token, async move { bump() })).unwrap();
+        });
+        check("cancel_after an hour, then drop", &pool, |_, ran| {
+            CancellationToken::new().cancel_after(Duration::from_secs(3600));
+            bump(ran)();
+        });
+        check("cancel a token guarding a parked task", &pool, |_, ran| {
+            let token = CancellationToken::new();
+            let parked = pool.spawn_cancellable(&token, std::future::pending::<()>());
+            token.cancel();
+            assert!(block_on(parked).unwrap_err().is_cancelled());
+            bump(ran)();
+        });
     });
 }

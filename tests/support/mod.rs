@@ -75,3 +75,23 @@ pub fn pool(name: &str, threads: usize) -> viaduct::ThreadPool {
         .build()
         .unwrap()
 }
+
+/// Sets its flag when dropped: tells whether a task's future is gone.
+#[allow(dead_code)] // used by some of the test binaries that include this
+pub struct DropFlag(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Panics (with a [`TEST_PANIC`] message) when dropped.
+#[allow(dead_code)] // used by some of the test binaries that include this
+pub struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("{TEST_PANIC}: drop");
+    }
+}

@@ -1,0 +1,505 @@
+//! Cancellation tokens: stop a group of tasks with one call.
+//!
+//! A [`CancellationToken`] is a flag that goes up once and stays up. Work
+//! watches it in one of three ways:
+//!
+//! - a task spawned with
+//!   [`spawn_cancellable`](crate::ExecutorExt::spawn_cancellable) is
+//!   aborted the moment the token fires: its handle says
+//!   [`TaskError::Cancelled`] at once, and its future is dropped, unpolled,
+//!   at its executor's next turn, even if it was parked on something that
+//!   will never come;
+//! - a future awaits [`cancelled`](CancellationToken::cancelled), for a
+//!   clean exit at a point of its choosing (in a `select!`, say);
+//! - a loop polls [`is_cancelled`](CancellationToken::is_cancelled).
+//!
+//! Tokens form a tree: [`child_token`](CancellationToken::child_token)
+//! makes a token that fires with its parent, and may fire alone.
+//! [`cancel_after`](CancellationToken::cancel_after) fires a token on
+//! viaduct's timer.
+//!
+//! ```
+//! use viaduct::cancel::CancellationToken;
+//! use viaduct::prelude::*;
+//! use viaduct::{block_on, ThreadPool};
+//!
+//! let pool = ThreadPool::builder().threads(2).build().unwrap();
+//! let shutdown = CancellationToken::new();
+//! let server = shutdown.child_token();
+//! // Parked forever, until the token fires.
+//! let listener = pool.spawn_cancellable(&server, std::future::pending::<()>());
+//! let watcher = server.cancelled();
+//! let worker = pool.spawn(async move {
+//!     watcher.await;
+//!     "cleaned up"
+//! });
+//! shutdown.cancel(); // fires the child too
+//! assert!(block_on(listener).unwrap_err().is_cancelled());
+//! assert_eq!(block_on(worker).unwrap(), "cleaned up");
+//! ```
+//!
+//! # How it works
+//!
+//! A token is a node with a flag and, behind a mutex, the entries to
+//! notify when it fires: wakers of `cancelled()` futures, abort handles of
+//! cancellable tasks, and weak links to children. Firing sets the flag and
+//! takes the entries under the lock, then notifies them outside it, so a
+//! woken task (or a task cancelling its own token) may touch the token at
+//! once. A fired token never takes an entry again, which is what lets an
+//! entry's owner remove it by its key without a generation count. Every
+//! entry is removed by whoever made it when it goes (a finished task, a
+//! dropped future, a dropped child), so a long-lived token does not
+//! collect the work it once watched.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::error::TaskError;
+use crate::executor::{admit, home_of, Executor};
+use crate::loom::lock_std;
+use crate::task::{admitted_or_rejected, create_admitted, reporting_panics, JoinHandle};
+use crate::time::{Scheduled, Timer};
+use crate::{AbortHandle, Inline};
+
+/// A flag that, once raised, stops the work that watches it; see the
+/// [module docs](self).
+///
+/// Clones are the same token. Cancelling is idempotent, and never waits:
+/// it marks the token and its descendants, wakes what waits on them and
+/// aborts their cancellable tasks, then returns. It is safe to call from
+/// anywhere, including from a task the token guards.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::cancel::CancellationToken;
+///
+/// let parent = CancellationToken::new();
+/// let child = parent.child_token();
+/// child.cancel(); // never the reverse
+/// assert!(!parent.is_cancelled());
+/// parent.cancel();
+/// assert!(parent.is_cancelled() && child.is_cancelled());
+/// assert!(parent.child_token().is_cancelled()); // born cancelled
+/// ```
+#[derive(Clone, Default)]
+pub struct CancellationToken {
+    node: Arc<Node>,
+}
+
+#[derive(Default)]
+struct Node {
+    cancelled: AtomicBool,
+    state: Mutex<State>,
+    /// Where this node is listed in its parent, if it has one.
+    parent: Option<Parent>,
+}
+
+struct Parent {
+    node: Arc<Node>,
+    key: usize,
+}
+
+#[derive(Default)]
+struct State {
+    /// What to notify on firing; emptied for good when the node fires.
+    entries: Slab<Entry>,
+    /// The earliest `cancel_after` deadline still pending.
+    deadline: Option<(Instant, Scheduled<()>)>,
+}
+
+enum Entry {
+    /// Taken by a cancellable task whose handle is not made yet.
+    Reserved,
+    Wake(Waker),
+    Abort(AbortHandle),
+    Child(Weak<Node>),
+}
+
+impl CancellationToken {
+    /// A token that has not fired.
+    pub fn new() -> CancellationToken {
+        CancellationToken::default()
+    }
+
+    /// A token that fires when this one does, or when it is cancelled
+    /// itself; cancelling it leaves this one alone. The child of a fired
+    /// token is born fired.
+    pub fn child_token(&self) -> CancellationToken {
+        let mut state = lock_std(&self.node.state);
+        if self.node.is_cancelled() {
+            let node = Node::default();
+            node.cancelled.store(true, Ordering::Relaxed);
+            return CancellationToken {
+                node: Arc::new(node),
+            };
+        }
+        let key = state.entries.insert(Entry::Reserved);
+        let child = Arc::new(Node {
+            cancelled: AtomicBool::new(false),
+            state: Mutex::default(),
+            parent: Some(Parent {
+                node: self.node.clone(),
+                key,
+            }),
+        });
+        state.entries[key] = Entry::Child(Arc::downgrade(&child));
+        CancellationToken { node: child }
+    }
+
+    /// Fires the token and every token below it. Returns at once; the
+    /// futures of cancellable tasks are dropped by their executors.
+    ///
+    /// A waker that panics when woken does not stop the rest from being
+    /// notified: its panic goes where the calling task's unread panics go,
+    /// or is dropped.
+    pub fn cancel(&self) {
+        cancel(&self.node);
+    }
+
+    /// `true` once the token (or a parent of it) has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.node.is_cancelled()
+    }
+
+    /// A future that completes when the token fires (at once if it has).
+    /// It owns a share of the token, so it can move into a spawned task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures::FutureExt;
+    /// use viaduct::cancel::CancellationToken;
+    /// use viaduct::{block_on, time};
+    ///
+    /// let token = CancellationToken::new();
+    /// token.cancel_after(Duration::from_millis(5));
+    /// let how = block_on(async {
+    ///     futures::select! {
+    ///         _ = token.cancelled().fuse() => "cancelled",
+    ///         _ = time::sleep(Duration::from_secs(60)).fuse() => "slept",
+    ///     }
+    /// });
+    /// assert_eq!(how, "cancelled");
+    /// ```
+    pub fn cancelled(&self) -> WaitForCancellation {
+        WaitForCancellation {
+            node: self.node.clone(),
+            key: None,
+        }
+    }
+
+    /// Fires the token once `delay` has passed on viaduct's global
+    /// [`Timer`]. Several deadlines keep the earliest; cancelling the token
+    /// (or dropping its last clone) takes the deadline off the timer.
+    /// `Duration::MAX`, or any delay the clock cannot reach, never fires; a
+    /// zero delay fires now.
+    pub fn cancel_after(&self, delay: Duration) {
+        if delay.is_zero() {
+            return self.cancel();
+        }
+        let timer = Timer::global();
+        let Some(deadline) = timer.now().checked_add(delay) else {
+            return;
+        };
+        if self.is_cancelled() || lock_std(&self.node.state).deadline_by(deadline) {
+            return;
+        }
+        let node = Arc::downgrade(&self.node);
+        // Made outside the lock: a deadline already due runs the job right
+        // here, and the job locks the node to fire it.
+        let job = timer.execute_at(&Inline, deadline, move || {
+            if let Some(node) = node.upgrade() {
+                cancel(&node);
+            }
+        });
+        let mut state = lock_std(&self.node.state);
+        let unneeded = if self.is_cancelled() || state.deadline_by(deadline) {
+            Some(job)
+        } else {
+            state.deadline.replace((deadline, job)).map(|(_, old)| old)
+        };
+        drop(state);
+        if let Some(job) = unneeded {
+            job.cancel();
+        }
+    }
+
+    /// Reserves the entry a cancellable task will fill with its abort
+    /// handle; `None` if the token has fired.
+    fn reserve(&self) -> Option<Registration> {
+        let mut state = lock_std(&self.node.state);
+        if self.node.is_cancelled() {
+            return None;
+        }
+        Some(Registration {
+            node: self.node.clone(),
+            key: state.entries.insert(Entry::Reserved),
+        })
+    }
+}
+
+impl fmt::Debug for CancellationToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancellationToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl State {
+    /// `true` if a deadline no later than `deadline` is pending already.
+    fn deadline_by(&self, deadline: Instant) -> bool {
+        self.deadline.as_ref().is_some_and(|(d, _)| *d <= deadline)
+    }
+}
+
+impl Node {
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Takes out the entry `key` unless the node fired (which took every
+    /// entry, and may have let the key go to nobody since).
+    fn remove(&self, key: usize) -> Option<Entry> {
+        let mut state = lock_std(&self.state);
+        if self.is_cancelled() {
+            return None;
+        }
+        state.entries.remove(key)
+    }
+}
+
+/// Fires `root` and its descendants, in a loop rather than by recursion: a
+/// deep tree of tokens must not overflow the stack.
+fn cancel(root: &Arc<Node>) {
+    let mut nodes = vec![root.clone()];
+    while let Some(node) = nodes.pop() {
+        let mut state = lock_std(&node.state);
+        if node.cancelled.swap(true, Ordering::AcqRel) {
+            continue;
+        }
+        let entries = std::mem::take(&mut state.entries);
+        let deadline = state.deadline.take();
+        drop(state);
+        if let Some((_, job)) = deadline {
+            job.cancel();
+        }
+        for entry in entries.into_values() {
+            match entry {
+                Entry::Reserved => {} // its task sees the flag when armed
+                Entry::Wake(waker) => reporting_panics(|| waker.wake()),
+                Entry::Abort(task) => task.abort(),
+                Entry::Child(child) => nodes.extend(child.upgrade()),
+            }
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some((_, job)) = lock_std(&self.state).deadline.take() {
+            job.cancel();
+        }
+        // Unlisted from the parent; a parent whose last share this was is
+        // dropped here too, and unlisted in turn, in a loop: a long chain
+        // of child tokens must not recurse when it goes.
+        let mut parent = self.parent.take();
+        while let Some(Parent { node, key }) = parent {
+            drop(node.remove(key));
+            parent = Arc::try_unwrap(node).ok().and_then(|mut n| n.parent.take());
+        }
+    }
+}
+
+/// A future that completes when its token fires: see
+/// [`CancellationToken::cancelled`].
+#[must_use = "futures do nothing unless polled"]
+pub struct WaitForCancellation {
+    node: Arc<Node>,
+    /// Its waker's entry, once registered.
+    key: Option<usize>,
+}
+
+impl Future for WaitForCancellation {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.node.is_cancelled() {
+            return Poll::Ready(());
+        }
+        // A user's waker may panic when cloned or dropped: neither happens
+        // under the lock.
+        let waker = cx.waker().clone();
+        let this = &mut *self;
+        let mut state = lock_std(&this.node.state);
+        if this.node.is_cancelled() {
+            return Poll::Ready(());
+        }
+        let old = match this.key {
+            Some(key) => std::mem::replace(&mut state.entries[key], Entry::Wake(waker)),
+            None => {
+                this.key = Some(state.entries.insert(Entry::Wake(waker)));
+                Entry::Reserved
+            }
+        };
+        drop(state);
+        drop(old);
+        Poll::Pending
+    }
+}
+
+impl Drop for WaitForCancellation {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            drop(self.node.remove(key));
+        }
+    }
+}
+
+impl fmt::Debug for WaitForCancellation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaitForCancellation")
+            .field("cancelled", &self.node.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A cancellable task's entry in its token, removed when the task's
+/// future goes (however the task ended).
+struct Registration {
+    node: Arc<Node>,
+    key: usize,
+}
+
+/// Fills a cancellable task's reserved entry with its abort handle; if the
+/// token fired since the reservation, aborts the task instead.
+fn arm(node: &Node, key: usize, task: AbortHandle) {
+    let mut state = lock_std(&node.state);
+    if node.is_cancelled() {
+        drop(state);
+        return task.abort();
+    }
+    state.entries[key] = Entry::Abort(task);
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        drop(self.node.remove(self.key));
+    }
+}
+
+/// A cancellable task's future: the user's, and its registration.
+struct Registered<F> {
+    fut: F,
+    _registration: Registration,
+}
+
+impl<F: Future> Future for Registered<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `fut` is structurally pinned: `Registered` never moves it
+        // and has no `Drop` or `Unpin` impl of its own that could.
+        unsafe { self.map_unchecked_mut(|r| &mut r.fut) }.poll(cx)
+    }
+}
+
+/// [`ExecutorExt::spawn_cancellable`]: the task is created, armed in the
+/// token, and only then scheduled, so a token that fires at any point
+/// either finds the abort handle or is seen by `arm`; and a task aborted
+/// before its first run is never polled.
+pub(crate) fn spawn_cancellable<E, F>(
+    ex: &E,
+    token: &CancellationToken,
+    future: F,
+) -> JoinHandle<F::Output>
+where
+    E: Executor + Clone,
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let home = home_of(ex);
+    let admission = match admitted_or_rejected(&home, admit(ex)) {
+        Ok(admission) => admission,
+        Err(refused) => return refused,
+    };
+    let Some(registration) = token.reserve() else {
+        return JoinHandle::failed(TaskError::Cancelled, home);
+    };
+    let (node, key) = (registration.node.clone(), registration.key);
+    let (runnable, handle) = create_admitted(
+        home,
+        Registered {
+            fut: future,
+            _registration: registration,
+        },
+        admission,
+    );
+    // The runnable is held here, so the future (and its registration, with
+    // the key) cannot be gone yet.
+    arm(&node, key, handle.abort_handle());
+    runnable.schedule();
+    handle
+}
+
+/// Slots addressed by key, reused once freed.
+struct Slab<T> {
+    slots: Vec<Option<T>>,
+    free: Vec<usize>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Slab<T> {
+    fn insert(&mut self, value: T) -> usize {
+        match self.free.pop() {
+            Some(key) => {
+                self.slots[key] = Some(value);
+                key
+            }
+            None => {
+                self.slots.push(Some(value));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn remove(&mut self, key: usize) -> Option<T> {
+        let value = self.slots.get_mut(key)?.take();
+        if value.is_some() {
+            self.free.push(key);
+        }
+        value
+    }
+
+    fn into_values(self) -> impl Iterator<Item = T> {
+        self.slots.into_iter().flatten()
+    }
+}
+
+impl<T> std::ops::Index<usize> for Slab<T> {
+    type Output = T;
+    fn index(&self, key: usize) -> &T {
+        self.slots[key].as_ref().expect("a live key")
+    }
+}
+
+impl<T> std::ops::IndexMut<usize> for Slab<T> {
+    fn index_mut(&mut self, key: usize) -> &mut T {
+        self.slots[key].as_mut().expect("a live key")
+    }
+}
