@@ -774,11 +774,30 @@ impl<T> Future for JoinHandle<T> {
     type Output = Result<T, TaskError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_result(cx, true)
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Like `poll`, but an aborted task reads `Cancelled` only once it has
+    /// ended (its future dropped), as a [`JoinSet`](crate::JoinSet) reports
+    /// it.
+    pub(crate) fn poll_ended(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, TaskError>> {
+        self.poll_result(cx, false)
+    }
+
+    /// `early_abort`: an aborted task reads `Cancelled` at once, before
+    /// its executor has dropped its future.
+    fn poll_result(
+        &mut self,
+        cx: &mut Context<'_>,
+        early_abort: bool,
+    ) -> Poll<Result<T, TaskError>> {
         match &mut self.state {
             State::Running { task, info, .. } => {
                 let info = info.get();
                 let task = task.as_mut().expect("task is held until drop");
-                if info.aborted.load(Ordering::Acquire) && !task.is_finished() {
+                if early_abort && info.aborted.load(Ordering::Acquire) && !task.is_finished() {
                     return Poll::Ready(Err(TaskError::Cancelled));
                 }
                 match Pin::new(task).poll(cx) {

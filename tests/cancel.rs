@@ -21,7 +21,6 @@ use viaduct::cancel::CancellationToken;
 use viaduct::prelude::*;
 use viaduct::{block_on, ManualExecutor, TaskError};
 
-
 /// A future that counts its polls and never completes.
 struct CountPolls(Arc<AtomicUsize>);
 

@@ -632,3 +632,88 @@ fn eight_tasks_hopping_into_one_strand_never_overlap() {
     assert_eq!(overlaps.load(SeqCst), 0);
     assert_eq!(counter.load(SeqCst), TASKS * ROUNDS);
 }
+
+// `and_then`: a step that returns a handle gives a handle, not a handle of
+// a handle.
+
+#[test]
+fn and_then_flattens_a_step_that_returns_a_handle() {
+    let cpu = pool("and-cpu");
+    let io = pool("and-io");
+    let io2 = io.clone();
+    let flat: JoinHandle<String> = cpu
+        .run(|| 20)
+        .and_then(move |n| io2.run(move || format!("{} on {}", n + 1, thread_name())));
+    assert_eq!(block_on(flat).unwrap(), "21 on and-io-0");
+}
+
+#[test]
+fn and_then_short_circuits_errors_on_both_sides() {
+    let ex = ManualExecutor::new();
+    let called = Arc::new(AtomicBool::new(false));
+    let c = called.clone();
+    let skipped = ex
+        .run(|| -> u32 { panic!("first step") })
+        .and_then(move |n| {
+            c.store(true, SeqCst);
+            Inline.run(move || n)
+        });
+    ex.run_until_idle();
+    assert_eq!(
+        block_on(skipped).unwrap_err().panic_message(),
+        Some("first step")
+    );
+    assert!(!called.load(SeqCst));
+
+    // The returned handle's error travels on.
+    let closed = ManualExecutor::new();
+    closed.close();
+    let refused = ex.run(|| 1).and_then(move |n| closed.run(move || n));
+    ex.run_until_idle();
+    assert!(matches!(
+        block_on(refused),
+        Err(TaskError::Rejected(RejectReason::Closed))
+    ));
+
+    // A panic in the step itself.
+    let panicked = ex
+        .run(|| 1)
+        .and_then(|_| -> JoinHandle<u32> { panic!("in the step") });
+    ex.run_until_idle();
+    assert_eq!(
+        block_on(panicked).unwrap_err().panic_message(),
+        Some("in the step")
+    );
+}
+
+#[test]
+fn aborting_and_then_aborts_the_work_it_stands_for() {
+    let ex = ManualExecutor::new();
+    let inner = ManualExecutor::new();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let d = dropped.clone();
+    let (inner2, started) = (inner.clone(), Arc::new(AtomicBool::new(false)));
+    let s = started.clone();
+    let flat = ex.run(|| ()).and_then(move |()| {
+        s.store(true, SeqCst);
+        struct Flag(Arc<AtomicBool>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.store(true, SeqCst);
+            }
+        }
+        let flag = Flag(d);
+        inner2.spawn(async move {
+            let _flag = flag;
+            std::future::pending::<u32>().await
+        })
+    });
+    ex.run_until_idle(); // the step ran and awaits the inner handle
+    inner.run_until_idle(); // the inner task is parked
+    assert!(started.load(SeqCst));
+    flat.abort();
+    ex.run_until_idle(); // the step's future goes, aborting the inner handle
+    inner.run_until_idle(); // which its executor drops
+    assert!(dropped.load(SeqCst));
+    assert!(block_on(flat).unwrap_err().is_cancelled());
+}

@@ -41,7 +41,6 @@ impl Log {
     }
 }
 
-
 /// Runs `f` on a thread with a deliberately small stack, so that a
 /// recursion that should have been a loop overflows it.
 fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {

@@ -18,7 +18,6 @@ use viaduct::{block_on, AbortHandle, ManualExecutor, TaskError, ThreadPool};
 
 fn send_sync_clone<T: Send + Sync + Clone>() {}
 
-
 #[test]
 fn an_abort_handle_is_clone_send_sync_and_aborts_from_another_thread() {
     send_sync_clone::<AbortHandle>();

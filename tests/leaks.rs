@@ -18,7 +18,9 @@ mod support;
 
 use support::within;
 use viaduct::cancel::CancellationToken;
-use viaduct::{block_on, ExecutorExt, Guarded, KeyedStrands, PriorityExecutor, Strand, ThreadPool};
+use viaduct::{
+    block_on, ExecutorExt, Guarded, JoinSet, KeyedStrands, PriorityExecutor, Strand, ThreadPool,
+};
 
 struct Counting;
 
@@ -89,7 +91,7 @@ fn check(what: &str, pool: &ThreadPool, mut cycle: impl FnMut(usize, Arc<AtomicU
 }
 
 #[test]
-fn strand_types_and_tokens_leave_the_heap_flat_over_ten_thousand_cycles() {
+fn strand_types_tokens_and_sets_leave_the_heap_flat_over_ten_thousand_cycles() {
     within("leaks", || {
         let pool = ThreadPool::builder()
             .threads(1)
@@ -151,6 +153,21 @@ fn strand_types_and_tokens_leave_the_heap_flat_over_ten_thousand_cycles() {
         });
         check("cancel_after an hour, then drop", &pool, |_, ran| {
             CancellationToken::new().cancel_after(Duration::from_secs(3600));
+            bump(ran)();
+        });
+        check("JoinSet: spawn, join_next", &pool, |_, ran| {
+            let mut set = JoinSet::new();
+            set.spawn_on(async { 1u8 }, &pool);
+            assert_eq!(block_on(set.join_next()).unwrap().unwrap(), 1);
+            bump(ran)();
+        });
+        check("JoinSet dropped with a parked task", &pool, |_, ran| {
+            let mut set = JoinSet::new();
+            let parked = set.spawn_on(std::future::pending::<()>(), &pool);
+            drop(set);
+            while !parked.is_finished() {
+                std::thread::yield_now();
+            }
             bump(ran)();
         });
         check("cancel a token guarding a parked task", &pool, |_, ran| {

@@ -1,6 +1,6 @@
 //! Continuations on a [`JoinHandle`]: [`then`](JoinHandle::then),
-//! [`then_try`](JoinHandle::then_try), [`then_async`](JoinHandle::then_async)
-//! and [`via`](JoinHandle::via).
+//! [`then_try`](JoinHandle::then_try), [`then_async`](JoinHandle::then_async),
+//! [`and_then`](JoinHandle::and_then) and [`via`](JoinHandle::via).
 //!
 //! Each step of a chain is a task of its own that awaits the step before it,
 //! so a step runs wherever its executor runs tasks, and on [`Inline`] it
@@ -202,6 +202,41 @@ impl<T: Send + 'static> JoinHandle<T> {
         })
     }
 
+    /// Like [`then`](JoinHandle::then), for a step that starts more work
+    /// and returns its handle: the handle returned stands for that work,
+    /// so the result is a `JoinHandle<U>`, not a handle of a handle.
+    ///
+    /// Errors short-circuit as in `then`: if this task ends in an error,
+    /// `f` is not called and the error travels on; an error of the handle
+    /// `f` returns travels on the same way. Aborting the returned handle
+    /// also aborts the handle `f` returned, if it is still running.
+    ///
+    /// # Examples
+    ///
+    /// A value computed on a pool, then added up under a strand:
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, Guarded, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(2).build().unwrap();
+    /// let total = Guarded::new(pool.clone(), 0u64);
+    /// let t = total.clone();
+    /// let sum = pool
+    ///     .run(|| (1..=10u64).sum::<u64>())
+    ///     .and_then(move |n| t.with(move |total| { *total += n; *total }));
+    /// assert_eq!(block_on(sum).unwrap(), 55); // a JoinHandle<u64>
+    /// ```
+    pub fn and_then<F, U>(self, f: F) -> JoinHandle<U>
+    where
+        F: FnOnce(T) -> JoinHandle<U> + Send + 'static,
+        U: Send + 'static,
+    {
+        self.chain(|previous| async move {
+            let next = f(previous.await?);
+            Flattened(Some(next)).await
+        })
+    }
+
     /// Chooses the executor for the continuations that follow (folly
     /// `via`). Continuations chained after theirs run where they run, until
     /// the next `via`.
@@ -248,5 +283,29 @@ impl<T: Send + 'static> JoinHandle<T> {
         let mut handle = spawn_fallible(ex, step(previous), admission);
         handle.upstream = Some(Upstream(link));
         handle
+    }
+}
+
+/// The handle an [`and_then`](JoinHandle::and_then) step awaits: dropped
+/// before it resolved (the step was aborted), it aborts the work it stands
+/// for.
+struct Flattened<U>(Option<JoinHandle<U>>);
+
+impl<U> Future for Flattened<U> {
+    type Output = Result<U, TaskError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let handle = self.0.as_mut().expect("polled after it resolved");
+        let result = ready!(Pin::new(handle).poll(cx));
+        self.0 = None;
+        Poll::Ready(result)
+    }
+}
+
+impl<U> Drop for Flattened<U> {
+    fn drop(&mut self) {
+        if let Some(handle) = &self.0 {
+            handle.abort();
+        }
     }
 }

@@ -1,0 +1,208 @@
+//! [`JoinSet`]: a group of tasks whose results come back in the order they
+//! finish, cancelled together when the set goes.
+
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::task::{Context, Poll};
+
+use futures::stream::{FuturesUnordered, Stream};
+
+use crate::error::TaskError;
+use crate::executor::Executor;
+use crate::spawn::ExecutorExt;
+use crate::task::{AbortHandle, JoinHandle};
+use crate::ThreadPool;
+
+/// A set of tasks, on any executors, awaited in the order they finish
+/// (tokio's `JoinSet`).
+///
+/// A task's result comes out of [`join_next`](JoinSet::join_next) once the
+/// task has ended: a value, or the [`TaskError`] that says why there is
+/// none. A task aborted through the set reads
+/// [`Cancelled`](TaskError::Cancelled) only once its future is gone, so
+/// when [`shutdown`](JoinSet::shutdown) returns, nothing the tasks held is
+/// held any more. Dropping the set aborts every task still in it (their
+/// executors drop their futures); that works from inside one of its own
+/// tasks too.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, JoinSet, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(2).build().unwrap();
+/// let mut set = JoinSet::new();
+/// for i in 0..10u64 {
+///     set.spawn_on(async move { i * i }, &pool);
+/// }
+/// let mut sum = 0;
+/// while let Some(result) = block_on(set.join_next()) {
+///     sum += result.unwrap();
+/// }
+/// assert_eq!(sum, 285);
+/// ```
+pub struct JoinSet<T> {
+    tasks: FuturesUnordered<Member<T>>,
+}
+
+/// A task of the set, as the set awaits it: until it has ended.
+struct Member<T>(JoinHandle<T>);
+
+impl<T> Future for Member<T> {
+    type Output = Result<T, TaskError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.poll_ended(cx)
+    }
+}
+
+impl<T> JoinSet<T> {
+    /// An empty set.
+    pub fn new() -> JoinSet<T> {
+        JoinSet {
+            tasks: FuturesUnordered::new(),
+        }
+    }
+
+    /// How many tasks are in the set: spawned, and not yet taken out by
+    /// [`join_next`](JoinSet::join_next).
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// `true` if the set holds no task.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// Aborts every task in the set. They stay in it: their results
+    /// (most of them [`Cancelled`](TaskError::Cancelled); a task that had
+    /// finished keeps its value) still come out of
+    /// [`join_next`](JoinSet::join_next).
+    pub fn abort_all(&mut self) {
+        for task in self.tasks.iter() {
+            task.0.abort();
+        }
+    }
+
+    /// The result of the next task to end, in the order they end; `None`
+    /// once the set is empty.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future loses nothing: a result is taken out of the set
+    /// only when this returns it.
+    pub async fn join_next(&mut self) -> Option<Result<T, TaskError>> {
+        poll_fn(|cx| self.poll_join_next(cx)).await
+    }
+
+    /// [`join_next`](JoinSet::join_next) as a poll function, for
+    /// hand-written futures and streams.
+    pub fn poll_join_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, TaskError>>> {
+        std::pin::Pin::new(&mut self.tasks).poll_next(cx)
+    }
+
+    /// The result of a task that has ended, if there is one now; never
+    /// waits.
+    pub fn try_join_next(&mut self) -> Option<Result<T, TaskError>> {
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        match self.poll_join_next(&mut cx) {
+            Poll::Ready(result) => result,
+            Poll::Pending => None,
+        }
+    }
+
+    /// Aborts every task and waits until each has ended (its future
+    /// dropped), discarding the results. The set is empty afterwards.
+    pub async fn shutdown(&mut self) {
+        self.abort_all();
+        while self.join_next().await.is_some() {}
+    }
+
+    /// Waits for every task and returns their values in the order they
+    /// ended.
+    ///
+    /// # Panics
+    ///
+    /// If a task panicked, its panic is resumed here; if one ended without
+    /// a value for another reason (cancelled, refused by its executor),
+    /// this panics with that reason. Either way the tasks still in the set
+    /// are aborted first. To handle failures, loop on
+    /// [`join_next`](JoinSet::join_next) instead.
+    pub async fn join_all(mut self) -> Vec<T> {
+        let mut values = Vec::with_capacity(self.len());
+        while let Some(result) = self.join_next().await {
+            match result {
+                Ok(value) => values.push(value),
+                Err(error) => {
+                    drop(self);
+                    match error {
+                        TaskError::Panicked(panic) => panic.resume(),
+                        error => panic!("a task of the JoinSet ended without a value: {error}"),
+                    }
+                }
+            }
+        }
+        values
+    }
+}
+
+impl<T: Send + 'static> JoinSet<T> {
+    /// Spawns `future` on `executor` into the set; the abort handle cancels
+    /// this one task. On a closed executor the task's result is
+    /// [`Rejected`](TaskError::Rejected), and it comes out of
+    /// [`join_next`](JoinSet::join_next) like any other.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, JoinSet, ManualExecutor, TaskError};
+    ///
+    /// let closed = ManualExecutor::new();
+    /// closed.close();
+    /// let mut set = JoinSet::new();
+    /// set.spawn_on(async { 1 }, &closed);
+    /// let result = block_on(set.join_next()).unwrap();
+    /// assert!(matches!(result, Err(TaskError::Rejected(_))));
+    /// ```
+    pub fn spawn_on<F, E>(&mut self, future: F, executor: &E) -> AbortHandle
+    where
+        F: Future<Output = T> + Send + 'static,
+        E: Executor + Clone,
+    {
+        self.insert(executor.spawn(future))
+    }
+
+    /// Spawns `future` on the [global pool](ThreadPool::global) into the
+    /// set.
+    pub fn spawn<F>(&mut self, future: F) -> AbortHandle
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        self.spawn_on(future, ThreadPool::global())
+    }
+
+    fn insert(&mut self, handle: JoinHandle<T>) -> AbortHandle {
+        let abort = handle.abort_handle();
+        self.tasks.push(Member(handle));
+        abort
+    }
+}
+
+impl<T> Default for JoinSet<T> {
+    fn default() -> Self {
+        JoinSet::new()
+    }
+}
+
+impl<T> Drop for JoinSet<T> {
+    fn drop(&mut self) {
+        self.abort_all();
+    }
+}
+
+impl<T> fmt::Debug for JoinSet<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinSet").field("len", &self.len()).finish()
+    }
+}
