@@ -196,6 +196,7 @@ pub mod metrics;
 pub mod pool;
 pub mod prelude;
 pub mod priority;
+mod scope;
 mod section;
 mod signal;
 mod spawn;
@@ -214,6 +215,7 @@ pub use join_set::JoinSet;
 pub use manual::ManualExecutor;
 pub use pool::ThreadPool;
 pub use priority::PriorityExecutor;
+pub use scope::{Scope, ScopedJoinHandle};
 pub use spawn::{ExecutorExt, Rejected};
 pub use strand::{Guarded, KeyedStrands, Strand};
 pub use task::{AbortHandle, JoinHandle};
@@ -248,6 +250,26 @@ where
     R: Send + 'static,
 {
     ThreadPool::global().run(f)
+}
+
+/// [`ThreadPool::scope`] on the [global pool](ThreadPool::global): tasks
+/// that borrow from the caller, all ended when this returns.
+///
+/// # Examples
+///
+/// ```
+/// let names = vec!["ada".to_owned(), "grace".to_owned()];
+/// let lengths = viaduct::scope(|s| {
+///     let handles: Vec<_> = names.iter().map(|n| s.run(move || n.len())).collect();
+///     handles.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+/// });
+/// assert_eq!(lengths, [3, 5]);
+/// ```
+pub fn scope<'env, F, R>(f: F) -> R
+where
+    F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
+{
+    ThreadPool::global().scope(f)
 }
 
 /// The README's examples, compiled and run as doctests.

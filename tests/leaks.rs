@@ -91,7 +91,7 @@ fn check(what: &str, pool: &ThreadPool, mut cycle: impl FnMut(usize, Arc<AtomicU
 }
 
 #[test]
-fn strand_types_tokens_and_sets_leave_the_heap_flat_over_ten_thousand_cycles() {
+fn strand_types_tokens_sets_and_scopes_leave_the_heap_flat_over_ten_thousand_cycles() {
     within("leaks", || {
         let pool = ThreadPool::builder()
             .threads(1)
@@ -168,6 +168,14 @@ fn strand_types_tokens_and_sets_leave_the_heap_flat_over_ten_thousand_cycles() {
             while !parked.is_finished() {
                 std::thread::yield_now();
             }
+            bump(ran)();
+        });
+        check("scope: a joined task, a dropped one", &pool, |i, ran| {
+            let local = i;
+            pool.scope(|s| {
+                drop(s.run(|| local + 1));
+                assert_eq!(s.run(|| local * 2).join().unwrap(), i * 2);
+            });
             bump(ran)();
         });
         check("cancel a token guarding a parked task", &pool, |_, ran| {

@@ -150,3 +150,37 @@ fn timers_fire_and_cancel() {
     );
     p.shutdown().unwrap();
 }
+
+#[test]
+fn scopes_borrow_and_end_before_returning() {
+    let p = pool(2);
+    let mut data = vec![1u32, 2, 3, 4];
+    let shared = String::from("borrowed");
+    let saved = Arc::new(std::sync::Mutex::new(None::<std::task::Waker>));
+    let (left, right) = data.split_at_mut(2);
+    let len = p.scope(|s| {
+        s.run(|| left.iter_mut().for_each(|x| *x *= 10));
+        let saved = saved.clone();
+        let shared = &shared;
+        // Keeps its waker past the scope; the handle is dropped unjoined.
+        drop(s.spawn(std::future::poll_fn(move |cx| {
+            *saved.lock().unwrap() = Some(cx.waker().clone());
+            std::task::Poll::Ready(shared.len())
+        })));
+        let r = s.spawn(async { right.iter_mut().for_each(|x| *x += 1) });
+        std::mem::forget(r); // leaked: the scope still waits
+        s.run(|| shared.len()).join().unwrap()
+    });
+    drop(shared);
+    assert_eq!(len, 8);
+    assert_eq!(data, [10, 20, 4, 5]);
+    // Woken after the scope, and after what the task borrowed is gone.
+    saved.lock().unwrap().take().unwrap().wake();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        p.scope(|s| {
+            s.run(|| panic!("miri scoped panic"));
+        })
+    }));
+    assert!(panicked.is_err());
+    p.shutdown().unwrap();
+}
