@@ -13,6 +13,8 @@
 //! [continuations](#continuations-where-each-step-runs),
 //! [strands](#strands-serial-executors-and-async-mutexes),
 //! [time](#time), [waiting and fork-join](#block_on-and-fork-join),
+//! [structured work and cancellation](#structured-work-and-cancellation),
+//! [viaduct inside a tokio server](#viaduct-inside-a-tokio-server),
 //! [guarantees](#guarantees).
 //!
 //! # Which executor for which job
@@ -166,6 +168,193 @@
 //! let (left, right) = pool.join(|| data[..2].iter().sum::<i32>(), || data[2..].iter().sum::<i32>());
 //! assert_eq!(left + right, 10);
 //! ```
+//!
+//! # Structured work and cancellation
+//!
+//! Three tools keep work inside the code that started it:
+//!
+//! - [`ThreadPool::scope`] (and [`scope()`] on the global pool): tasks that
+//!   borrow from the caller, all ended when `scope` returns; waiting helps
+//!   the pool, so a scope inside a task of a one-thread pool is fine.
+//! - [`JoinSet`]: tasks on any executors, awaited in the order they end,
+//!   aborted together when the set is dropped.
+//! - [`cancel::CancellationToken`]: one call stops a whole tree of work;
+//!   [`spawn_cancellable`](ExecutorExt::spawn_cancellable) drops a task's
+//!   future when its token fires, even while it waits.
+//!
+//! ```
+//! use std::time::Duration;
+//! use viaduct::cancel::CancellationToken;
+//! use viaduct::prelude::*;
+//! use viaduct::{block_on, JoinSet, ThreadPool};
+//!
+//! let pool = ThreadPool::builder().threads(2).build().unwrap();
+//!
+//! // Borrow, fan out, join: no 'static, no Arc.
+//! let words = ["tokio", "rayon", "asio"];
+//! let total: usize = pool.scope(|s| {
+//!     let lens: Vec<_> = words.iter().map(|w| s.run(move || w.len())).collect();
+//!     lens.into_iter().map(|h| h.join().unwrap()).sum()
+//! });
+//! assert_eq!(total, 14);
+//!
+//! // A group of workers, stopped by one token.
+//! let stop = CancellationToken::new();
+//! let mut workers = JoinSet::new();
+//! for id in 0..3u32 {
+//!     let stop = stop.child_token();
+//!     workers.spawn_on(
+//!         async move {
+//!             let mut rounds = 0u32;
+//!             while !stop.is_cancelled() {
+//!                 viaduct::time::sleep(Duration::from_millis(1)).await; // a round of work
+//!                 rounds += 1;
+//!             }
+//!             (id, rounds)
+//!         },
+//!         &pool,
+//!     );
+//! }
+//! // A task that would wait forever is dropped when the token fires.
+//! let stuck = pool.spawn_cancellable(&stop, std::future::pending::<()>());
+//! stop.cancel();
+//! assert!(block_on(stuck).unwrap_err().is_cancelled());
+//! let mut ended = block_on(workers.join_all()); // in the order they ended
+//! ended.sort();
+//! assert_eq!(ended.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [0, 1, 2]);
+//! ```
+//!
+//! A continuation step that starts more work returns its handle through
+//! [`and_then`](JoinHandle::and_then), which flattens it.
+//!
+//! # viaduct inside a tokio server
+//!
+//! tokio owns the sockets; viaduct adds a CPU pool that never deadlocks on
+//! waits, strands and `Guarded` state, continuations across executors, and
+//! timers. Both sides' futures run on the other: a viaduct handle, lock or
+//! timer is an ordinary future a tokio task awaits, and tokio's sockets and
+//! timers work inside viaduct tasks that run on tokio's threads.
+//!
+//! An [`Executor`] over a `tokio::runtime::Handle` takes a few lines; with
+//! it, viaduct tasks (and strands, `via`, [`hop_to`]) run on tokio's
+//! workers, where tokio's I/O is at hand:
+//!
+//! ```
+//! use viaduct::prelude::*;
+//! use viaduct::{hop_to, Guarded, Runnable, ThreadPool};
+//!
+//! /// Runs each viaduct runnable as a tokio task.
+//! #[derive(Clone)]
+//! struct TokioExecutor(tokio::runtime::Handle);
+//!
+//! impl Executor for TokioExecutor {
+//!     fn schedule(&self, runnable: Runnable) {
+//!         self.0.spawn(async move {
+//!             runnable.run();
+//!         });
+//!     }
+//! }
+//!
+//! let rt = tokio::runtime::Builder::new_multi_thread()
+//!     .worker_threads(2)
+//!     .thread_name("tokio")
+//!     .enable_all()
+//!     .build()
+//!     .unwrap();
+//! let tokio_ex = TokioExecutor(rt.handle().clone());
+//! let cpu = ThreadPool::builder().threads(2).name("cpu").build().unwrap();
+//! let rooms = Guarded::new(tokio_ex.clone(), Vec::<String>::new());
+//!
+//! let (back, pool, r) = (tokio_ex.clone(), cpu.clone(), rooms.clone());
+//! // A viaduct task on tokio's threads: it may hop, and use tokio's I/O.
+//! let trip = tokio_ex.spawn(async move {
+//!     tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+//!     hop_to(&pool).await; // CPU work off tokio's workers
+//!     let digest = (1..=1000u64).sum::<u64>();
+//!     hop_to(&back).await;
+//!     r.lock().await.push(format!("digest {digest}"));
+//!     std::thread::current().name().unwrap().to_owned()
+//! });
+//! rt.block_on(async {
+//!     // Plain tokio tasks await viaduct handles and locks as they are.
+//!     assert_eq!(trip.await.unwrap(), "tokio");
+//!     let len = cpu.run(|| "from the pool".len()).await.unwrap();
+//!     rooms.lock().await.push(format!("len {len}"));
+//!     assert_eq!(*rooms.lock().await, ["digest 500500", "len 13"]);
+//! });
+//! ```
+//!
+//! For data parallelism, use rayon: its parallel iterators are what it is
+//! for. An [`Executor`] over a rayon pool lets viaduct hand it work and
+//! chain what comes back; rayon's workers and viaduct's then share the
+//! work of one request:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use rayon::prelude::*;
+//! use viaduct::prelude::*;
+//! use viaduct::{block_on, Guarded, Runnable, ThreadPool};
+//!
+//! /// Runs each viaduct runnable as a rayon job.
+//! #[derive(Clone)]
+//! struct RayonExecutor(Arc<rayon::ThreadPool>);
+//!
+//! impl Executor for RayonExecutor {
+//!     fn schedule(&self, runnable: Runnable) {
+//!         self.0.spawn(move || {
+//!             runnable.run();
+//!         });
+//!     }
+//! }
+//!
+//! let rayon = RayonExecutor(Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap()));
+//! let pool = ThreadPool::builder().threads(1).build().unwrap();
+//! let totals = Guarded::new(pool, 0u64);
+//! let t = totals.clone();
+//! let added = rayon
+//!     .run(|| (1..=100_000u64).into_par_iter().map(|x| x % 7).sum::<u64>()) // on rayon
+//!     .and_then(move |sum| t.with(move |total| { *total += sum; *total }));   // under the strand
+//! assert_eq!(block_on(added).unwrap(), 300_000);
+//! ```
+//!
+//! What each call costs from a task of another runtime (a tokio task, say):
+//!
+//! | call | what happens |
+//! |---|---|
+//! | `guarded.lock().await` | a drop-in for `tokio::sync::Mutex`: FIFO, held across `.await`, granted in the awaiting task; no task, no thread hop (about 85 ns a section, `BENCHMARKS.md`) |
+//! | `guarded.with(f).await` | `f` cannot run on the spot (the caller is not on the strand's executor), so it is queued as a task there and the caller is woken when it is done: a round trip |
+//! | `handle.then(f)`, `and_then` | each step is a task on the handle's executor |
+//! | `pool.run(f).await` | a task on the pool; the tokio worker is free meanwhile |
+//! | `viaduct::time::sleep(d).await` | an entry in viaduct's timer wheel; works under any runtime |
+//! | `pool.scope(..)`, `handle.join()`, [`block_on`] | block the calling thread until done: call them on the pool (`pool.run(..)`) or in `spawn_blocking`, not on a tokio worker |
+//!
+//! Two calls go wrong from a plain tokio task:
+//!
+//! - [`block_on`] blocks the tokio worker it runs on: tokio cannot run its
+//!   other tasks there meanwhile (and a current-thread runtime deadlocks if
+//!   the awaited work needs it). `.await` the handle instead.
+//! - [`hop_to`] moves the viaduct task it is awaited in; a tokio task is
+//!   not one, so it panics ([`try_hop_to`] says
+//!   [`HopError::NotInTask`]). Spawn the work as a viaduct task (on a
+//!   `TokioExecutor` to stay on tokio's threads) and hop there, or use
+//!   `pool.run(..).await`.
+//!
+//! ```
+//! use viaduct::prelude::*;
+//! use viaduct::{try_hop_to, HopError, ThreadPool};
+//!
+//! let pool = ThreadPool::builder().threads(1).build().unwrap();
+//! let rt = tokio::runtime::Runtime::new().unwrap();
+//! rt.block_on(async {
+//!     assert_eq!(try_hop_to(&pool).await, Err(HopError::NotInTask));
+//!     assert_eq!(pool.run(|| 6 * 7).await.unwrap(), 42); // the way to do it
+//! });
+//! ```
+//!
+//! `examples/chat.rs` puts it together: a TCP chat server on tokio's I/O,
+//! rooms in `Guarded`, digests on a viaduct pool with a continuation into
+//! the room, idle timeouts and a stats job on viaduct's timers, and the
+//! connections in a `JoinSet` stopped by one token.
 //!
 //! # Guarantees
 //!
