@@ -10,11 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use viaduct::cancel::CancellationToken;
 use viaduct::prelude::*;
 use viaduct::time::{self, Elapsed};
 use viaduct::{
-    block_on, hop_to, Guarded, Inline, KeyedStrands, ManualExecutor, PriorityExecutor, Strand,
-    ThreadPerTask, ThreadPool,
+    block_on, hop_to, Guarded, Inline, JoinSet, KeyedStrands, ManualExecutor, PriorityExecutor,
+    Strand, ThreadPerTask, ThreadPool,
 };
 
 /// The name of the thread this runs on.
@@ -609,6 +610,70 @@ fn strands(cpu: &ThreadPool, rows: &mut Vec<Row>) {
     });
 }
 
+fn structured(cpu: &ThreadPool, rows: &mut Vec<Row>) {
+    section("structured work: a borrowing scope, a JoinSet, a cancellation token");
+    // A scope: tasks borrow the caller's data, and all have ended when it
+    // returns.
+    let mut scores = vec![3u32, 1, 4, 1, 5, 9, 2, 6];
+    let (left, right) = scores.split_at_mut(4);
+    let scoped_on = Mutex::new(Vec::new());
+    cpu.scope(|s| {
+        for half in [left, right] {
+            let scoped_on = &scoped_on;
+            s.run(move || {
+                half.sort_unstable();
+                scoped_on.lock().unwrap().push(here());
+            });
+        }
+    });
+    let scoped_on = scoped_on.into_inner().unwrap();
+    assert_eq!(
+        scores,
+        [1, 1, 3, 4, 2, 5, 6, 9],
+        "each half sorted in place"
+    );
+    assert_all_on(&scoped_on, "cpu", "scoped tasks");
+    println!(
+        "  scope: sorted both halves of a borrowed Vec in place on {}",
+        names(&scoped_on)
+    );
+
+    // A JoinSet: results in the order the tasks end.
+    let mut set = JoinSet::new();
+    for ms in [30u64, 10, 20] {
+        set.spawn_on(
+            async move {
+                time::sleep(Duration::from_millis(ms)).await;
+                ms
+            },
+            cpu,
+        );
+    }
+    let order: Vec<u64> = std::iter::from_fn(|| block_on(set.join_next()))
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(order, [10, 20, 30], "JoinSet yields in completion order");
+    println!("  JoinSet: sleeps of 30, 10, 20 ms came back as {order:?}");
+
+    // A token: one cancel stops a parked task and its child token's waiter.
+    let token = CancellationToken::new();
+    let child = token.child_token();
+    let parked = cpu.spawn_cancellable(&token, std::future::pending::<()>());
+    let waiter = cpu.spawn(async move {
+        child.cancelled().await;
+        here()
+    });
+    token.cancel();
+    assert!(block_on(parked).unwrap_err().is_cancelled());
+    let woken_on = block_on(waiter).unwrap();
+    println!("  token: cancel() dropped a parked task and woke a child's waiter on {woken_on}");
+    rows.push(Row {
+        capability: "structured work",
+        ran_on: names(scoped_on.iter().chain([&woken_on])),
+        outcome: "scope joined 2 borrowers, JoinSet in end order, token cancelled 2".into(),
+    });
+}
+
 fn priorities(rows: &mut Vec<Row>) {
     section("priorities: the highest pending runs next");
     let one = ThreadPool::builder()
@@ -791,6 +856,7 @@ fn main() {
     fork_join(&cpu, &mut rows);
     continuations(&cpu, &mut rows);
     strands(&cpu, &mut rows);
+    structured(&cpu, &mut rows);
     priorities(&mut rows);
     timers(&cpu, &mut rows);
     cpu.shutdown().unwrap();
