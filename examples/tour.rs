@@ -640,7 +640,7 @@ fn structured(cpu: &ThreadPool, rows: &mut Vec<Row>) {
 
     // A JoinSet: results in the order the tasks end.
     let mut set = JoinSet::new();
-    for ms in [30u64, 10, 20] {
+    for ms in [90u64, 10, 50] {
         set.spawn_on(
             async move {
                 time::sleep(Duration::from_millis(ms)).await;
@@ -652,8 +652,8 @@ fn structured(cpu: &ThreadPool, rows: &mut Vec<Row>) {
     let order: Vec<u64> = std::iter::from_fn(|| block_on(set.join_next()))
         .map(Result::unwrap)
         .collect();
-    assert_eq!(order, [10, 20, 30], "JoinSet yields in completion order");
-    println!("  JoinSet: sleeps of 30, 10, 20 ms came back as {order:?}");
+    assert_eq!(order, [10, 50, 90], "JoinSet yields in completion order");
+    println!("  JoinSet: sleeps of 90, 10, 50 ms came back as {order:?}");
 
     // A token: one cancel stops a parked task and its child token's waiter.
     let token = CancellationToken::new();

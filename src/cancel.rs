@@ -196,10 +196,16 @@ impl CancellationToken {
     }
 
     /// Fires the token once `delay` has passed on viaduct's global
-    /// [`Timer`]. Several deadlines keep the earliest; cancelling the token
-    /// (or dropping its last clone) takes the deadline off the timer.
+    /// [`Timer`]. Several deadlines keep the earliest. Cancelling the
+    /// token takes the deadline off the timer, and so does the token going
+    /// away for good (no clone, child token or `cancelled()` future of it
+    /// left); while a child is left, the deadline still fires it.
     /// `Duration::MAX`, or any delay the clock cannot reach, never fires; a
     /// zero delay fires now.
+    ///
+    /// The deadline fires on the timer's thread (`viaduct-timer`): the
+    /// wakers of `cancelled()` futures are woken there, and cancellable
+    /// tasks are aborted from there (their executors drop their futures).
     pub fn cancel_after(&self, delay: Duration) {
         if delay.is_zero() {
             return self.cancel();
@@ -239,7 +245,7 @@ impl CancellationToken {
             return None;
         }
         Some(Registration {
-            node: self.node.clone(),
+            node: Arc::downgrade(&self.node),
             key: state.entries.insert(Entry::Reserved),
         })
     }
@@ -304,7 +310,8 @@ fn cancel(root: &Arc<Node>) {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        if let Some((_, job)) = lock_std(&self.state).deadline.take() {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, job)) = state.deadline.take() {
             job.cancel();
         }
         // Unlisted from the parent; a parent whose last share this was is
@@ -373,8 +380,14 @@ impl fmt::Debug for WaitForCancellation {
 
 /// A cancellable task's entry in its token, removed when the task's
 /// future goes (however the task ended).
+///
+/// It holds the token weakly: the token holds the task's waker (in its
+/// abort handle), so a strong share here would make a cycle that keeps a
+/// parked task, and its pool, alive forever once nobody can cancel the
+/// token. A token nobody holds drops its entries, and with them the
+/// task's last waker, as a parked task's dropped handle would.
 struct Registration {
-    node: Arc<Node>,
+    node: Weak<Node>,
     key: usize,
 }
 
@@ -391,7 +404,9 @@ fn arm(node: &Node, key: usize, task: AbortHandle) {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        drop(self.node.remove(self.key));
+        if let Some(node) = self.node.upgrade() {
+            drop(node.remove(self.key));
+        }
     }
 }
 
@@ -433,7 +448,7 @@ where
     let Some(registration) = token.reserve() else {
         return JoinHandle::failed(TaskError::Cancelled, home);
     };
-    let (node, key) = (registration.node.clone(), registration.key);
+    let key = registration.key;
     let (runnable, handle) = create_admitted(
         home,
         Registered {
@@ -443,8 +458,8 @@ where
         admission,
     );
     // The runnable is held here, so the future (and its registration, with
-    // the key) cannot be gone yet.
-    arm(&node, key, handle.abort_handle());
+    // the key) cannot be gone yet; `token` keeps the node.
+    arm(&token.node, key, handle.abort_handle());
     runnable.schedule();
     handle
 }

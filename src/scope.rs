@@ -14,9 +14,14 @@ use event_listener::{Event, Listener};
 
 use crate::error::{drop_payload, Panic, PanicPayload, TaskError};
 use crate::loom::lock_std;
+use crate::pool::with_worker;
 use crate::spawn::ExecutorExt;
 use crate::task::JoinHandle;
 use crate::{block_on, ThreadPool};
+
+/// Stack the scope's wait may use below `ThreadPool::scope`'s frame, for
+/// its check that the wait will be allowed to help.
+const WAIT_FRAMES: usize = 16 * 1024;
 
 /// A scope to spawn borrowing tasks in: see [`ThreadPool::scope`].
 ///
@@ -54,10 +59,11 @@ use crate::{block_on, ThreadPool};
 ///    inside `spawn`, and counted out there.
 /// 2. `scope` returns, or unwinds, only once the count is zero. The
 ///    closure's own panic is caught and re-raised after the wait, and the
-///    wait itself cannot unwind: if `block_on` refuses to help the pool
-///    (its stack guard on a nearly full worker stack), the scope waits by
-///    parking instead. The count is never lowered by anything else, so a
-///    task that is still running keeps `scope` waiting.
+///    wait itself cannot unwind: the stack guard of `block_on` is checked
+///    before the closure runs, and should `block_on` refuse anyway, the
+///    scope waits by parking instead. The count is never lowered by
+///    anything else, so a task that is still running keeps `scope`
+///    waiting.
 /// 3. After a task counted itself out, what is left of it in the pool is
 ///    its emptied future, whose drop touches nothing, and shares of the
 ///    scope's bookkeeping, which borrows nothing. A waker of the task that
@@ -67,8 +73,11 @@ use crate::{block_on, ThreadPool};
 ///    [`ScopedJoinHandle`], which cannot outlive `'scope`; a handle that is
 ///    leaked leaks the output too, never touching it again.
 ///
-/// The scope's tests run under Miri (`tests/miri_smoke.rs` in the
-/// repository).
+/// The repository checks this under Miri
+/// (`cargo +nightly miri test --test miri_smoke`): borrowed data, dropped,
+/// leaked and joined handles, a waker woken after the scope, an aborted
+/// parked task, tasks thrown away by `shutdown_now`, a future whose `Drop`
+/// panics, and an unread panic.
 pub struct Scope<'scope, 'env: 'scope> {
     pool: ThreadPool,
     state: Arc<ScopeState>,
@@ -414,18 +423,33 @@ impl ThreadPool {
     ///
     /// Waiting helps: on a worker of this pool the scope runs the pool's
     /// tasks while it waits, so scopes nest, may be opened inside a task,
-    /// and work on a one-thread pool. Elsewhere the thread parks. Like
-    /// `std::thread::scope`, it waits for real: a task parked on something
-    /// that never comes keeps it waiting, so give such tasks a way out
-    /// ([`ScopedJoinHandle::abort`], a
-    /// [`CancellationToken`](crate::cancel::CancellationToken)). A task
-    /// thrown away by [`shutdown_now`](ThreadPool::shutdown_now) has ended.
+    /// and work on a one-thread pool; the scope's own wait never deadlocks
+    /// it. Elsewhere the thread parks.
+    ///
+    /// Two waits can still never end, as they could not with
+    /// `std::thread::scope`:
+    ///
+    /// - a task parked on something that never comes keeps the scope
+    ///   waiting: give such tasks a way out ([`ScopedJoinHandle::abort`],
+    ///   a [`CancellationToken`](crate::cancel::CancellationToken)). A task
+    ///   thrown away by [`shutdown_now`](ThreadPool::shutdown_now) has
+    ///   ended;
+    /// - a blocking wait *inside* a task (a [`join`](ScopedJoinHandle::join)
+    ///   or [`block_on`] of a sibling) helps by running other tasks on top
+    ///   of itself, so it may start the very task it waits for, or one that
+    ///   waits for a task below it on the same stack. Inside tasks,
+    ///   `.await` handles; `join` them from the scope's closure.
     ///
     /// # Panics
     ///
     /// After every task has ended: with the panic of `f`, if it panicked;
     /// otherwise with the first panic of a task whose handle did not read
-    /// it (dropped, or never joined).
+    /// it (dropped, or never joined; a task aborted as it panicked counts
+    /// as unread).
+    ///
+    /// Before calling `f`, on a pool worker whose stack is nearly full
+    /// (scopes or `block_on`s nested too deep), as [`block_on`] does: the
+    /// scope could not wait there.
     ///
     /// # Examples
     ///
@@ -455,6 +479,17 @@ impl ThreadPool {
             scope: PhantomData,
             env: PhantomData,
         };
+        // The wait below is a `block_on`, which refuses to start on a
+        // nearly full worker stack. Refused there, it could only park
+        // (unwinding would free what tasks borrow), and on a one-thread
+        // pool nobody would run the tasks: refuse now instead, while
+        // nothing is borrowed yet. The margin covers the frames between
+        // here and that `block_on`.
+        with_worker(|w| {
+            if let Some(w) = w {
+                w.check_stack(WAIT_FRAMES);
+            }
+        });
         let result = catch_unwind(AssertUnwindSafe(|| f(&scope)));
         scope.state.wait_all();
         let unread = lock_std(&scope.state.panic).take();

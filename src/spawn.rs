@@ -160,18 +160,22 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
         }
     }
 
-    /// Spawns `future`, to be aborted when `token` fires: the handle then
-    /// resolves to [`TaskError::Cancelled`](crate::TaskError::Cancelled)
-    /// at once, and the future is dropped at the executor's next turn, even
-    /// if it was parked waiting for something that never comes. If the
-    /// token has fired already, the future is never polled. Continuations
-    /// ([`then`](JoinHandle::then)) of the handle skip their value steps,
-    /// as after any error. A task that ended before the token fired keeps
-    /// its result.
+    /// Spawns `future`, to be aborted when `token` fires, as
+    /// [`JoinHandle::abort`] does: the future is dropped at the executor's
+    /// next turn, even if it was parked waiting for something that never
+    /// comes. The handle says
+    /// [`TaskError::Cancelled`](crate::TaskError::Cancelled) at once when
+    /// polled after the token fired; an awaiter already waiting is woken
+    /// when the executor drops the future (on a pool with a free worker,
+    /// microseconds later). If the token has fired already, the future is
+    /// never polled. Continuations ([`then`](JoinHandle::then)) of the
+    /// handle skip their value steps, as after any error. A task that ended
+    /// before the token fired keeps its result.
     ///
     /// The task takes an entry in the token for as long as its future
     /// lives, so a long-lived token does not keep the tasks it once
-    /// guarded.
+    /// guarded; and the task does not keep the token alive: once nobody
+    /// holds the token, the task goes on as if [`spawn`](ExecutorExt::spawn)ed.
     ///
     /// # Examples
     ///

@@ -123,16 +123,38 @@ fn a_cancellable_task_parked_forever_is_cancelled_and_dropped() {
             s.wait();
             std::future::pending::<()>().await
         });
+        let task = parked.abort_handle();
         started.wait();
+        // Waiting or not yet: either way the handle says cancelled.
         let waiter = thread::spawn(move || block_on(parked));
-        thread::sleep(Duration::from_millis(10)); // let the waiter park
         token.cancel();
         let result = waiter.join().unwrap();
         assert!(matches!(result, Err(TaskError::Cancelled)), "{result:?}");
-        assert!(
-            dropped.load(SeqCst),
-            "a waiting handle resolves once the future is gone"
-        );
+        while !task.is_finished() {
+            thread::yield_now(); // the pool drops the future at its next turn
+        }
+        assert!(dropped.load(SeqCst));
+    });
+}
+
+#[test]
+fn a_parked_task_of_a_token_nobody_holds_does_not_keep_its_pool() {
+    within("orphan", || {
+        let pool = pool("orphan", 1);
+        let dropped = Arc::new(AtomicBool::new(false));
+        let flag = DropFlag(dropped.clone());
+        {
+            let token = CancellationToken::new();
+            drop(pool.spawn_cancellable(&token, async move {
+                let _flag = flag;
+                std::future::pending::<()>().await
+            }));
+            block_on(pool.run(|| ())).unwrap(); // it has parked
+        }
+        // Nothing can wake or cancel it now: like any such detached task,
+        // it is dropped, and the pool shuts down.
+        pool.shutdown().unwrap();
+        assert!(dropped.load(SeqCst));
     });
 }
 

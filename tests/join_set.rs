@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::channel::oneshot;
+
 use support::{pool, quiet_test_panics, within, DropFlag, PanicsOnDrop, TEST_PANIC};
 use viaduct::prelude::*;
 use viaduct::{block_on, time, JoinSet, ManualExecutor, RejectReason, TaskError};
@@ -18,21 +20,26 @@ fn results_come_out_in_the_order_tasks_end() {
     within("order", || {
         let pool = pool("set", 2);
         let mut set = JoinSet::new();
-        // Spawned slowest first.
-        for ms in [60u64, 30, 0] {
-            set.spawn_on(
-                async move {
-                    time::sleep(Duration::from_millis(ms)).await;
-                    ms
-                },
-                &pool,
-            );
-        }
-        assert_eq!(set.len(), 3);
-        let order: Vec<u64> = std::iter::from_fn(|| block_on(set.join_next()))
-            .map(Result::unwrap)
+        let senders: Vec<_> = (0..3u32)
+            .map(|i| {
+                let (tx, rx) = oneshot::channel::<()>();
+                set.spawn_on(
+                    async move {
+                        rx.await.unwrap();
+                        i
+                    },
+                    &pool,
+                );
+                tx
+            })
             .collect();
-        assert_eq!(order, [0, 30, 60]);
+        assert_eq!(set.len(), 3);
+        assert!(set.try_join_next().is_none());
+        // Released last first: each comes out as it ends.
+        for (tx, i) in senders.into_iter().zip(0..3u32).rev() {
+            tx.send(()).unwrap();
+            assert_eq!(block_on(set.join_next()).unwrap().unwrap(), i);
+        }
         assert!(set.is_empty());
         assert!(block_on(set.join_next()).is_none());
     });

@@ -156,6 +156,7 @@ fn scopes_borrow_and_end_before_returning() {
     let p = pool(2);
     let mut data = vec![1u32, 2, 3, 4];
     let shared = String::from("borrowed");
+    let shared_after = String::from("still borrowed");
     let saved = Arc::new(std::sync::Mutex::new(None::<std::task::Waker>));
     let (left, right) = data.split_at_mut(2);
     let len = p.scope(|s| {
@@ -182,5 +183,40 @@ fn scopes_borrow_and_end_before_returning() {
         })
     }));
     assert!(panicked.is_err());
-    p.shutdown().unwrap();
+
+    // An aborted parked task, and a future whose `Drop` panics.
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("miri drop panic");
+        }
+    }
+    let local = 3u8;
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        p.scope(|s| {
+            let local = &local;
+            let parked = s.spawn(async move {
+                let _bomb = PanicsOnDrop;
+                futures::future::pending::<u8>().await + *local
+            });
+            block_on(p.run(|| ())).unwrap();
+            parked.abort();
+            assert!(block_on(parked).unwrap_err().is_cancelled());
+        })
+    }));
+    assert!(dropped.is_err());
+
+    // Tasks thrown away by a pool shut down under the scope.
+    p.scope(|s| {
+        let (wake, parked) = futures::channel::oneshot::channel::<()>();
+        let shared = &shared_after;
+        let h = s.spawn(async move {
+            let _ = parked.await;
+            shared.len()
+        });
+        block_on(p.run(|| ())).unwrap();
+        p.shutdown_now().unwrap();
+        drop(wake);
+        assert!(block_on(h).unwrap_err().is_cancelled());
+    });
 }

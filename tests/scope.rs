@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use futures::channel::oneshot;
+
 use support::{pool, quiet_test_panics, within, DropFlag, PanicsOnDrop, TEST_PANIC};
 use viaduct::prelude::*;
 use viaduct::{block_on, time, RejectReason, TaskError, ThreadPool};
@@ -215,20 +217,22 @@ fn aborted_and_shut_down_tasks_are_waited_for_and_read_cancelled() {
         assert!(result.is_cancelled());
         assert!(dropped.load(SeqCst));
 
-        // A pool shut down under a scope: its tasks, woken by their
-        // timers afterwards, are thrown away, and that ends them. (A task
-        // parked forever would keep the scope waiting forever, as a
-        // thread blocked forever keeps `std::thread::scope`.)
+        // A pool shut down under a scope: its parked tasks, woken after the
+        // shutdown, are thrown away, and that ends them. (A task parked
+        // forever would keep the scope waiting forever, as a thread
+        // blocked forever keeps `std::thread::scope`.)
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             pool.scope(|s| {
-                let nap = || time::sleep(Duration::from_millis(20));
-                let parked = s.spawn(nap());
+                let (wake_a, parked_a) = oneshot::channel::<()>();
+                let (wake_b, parked_b) = oneshot::channel::<()>();
+                let parked = s.spawn(parked_a);
                 let _bomb = s.spawn(async move {
                     let _bomb = PanicsOnDrop;
-                    nap().await
+                    parked_b.await
                 });
                 block_on(pool.run(|| ())).unwrap(); // both have parked
                 pool.shutdown_now().unwrap();
+                drop((wake_a, wake_b)); // wakes both, on a pool that is gone
                 assert!(block_on(parked).unwrap_err().is_cancelled());
             })
         }))
@@ -284,5 +288,55 @@ fn handles_are_awaitable_from_other_scoped_tasks() {
             twice.join().unwrap()
         });
         assert_eq!(doubled, 100);
+    });
+}
+
+#[test]
+fn tasks_await_their_siblings_on_a_one_thread_pool() {
+    within("siblings", || {
+        let pool = pool("sib", 1);
+        let p = pool.clone();
+        let got = block_on(pool.spawn(async move {
+            let base = 20u32;
+            p.scope(|s| {
+                let slow = s.spawn(async {
+                    time::sleep(Duration::from_millis(5)).await;
+                    base
+                });
+                // Awaited, not joined: the waiting task yields the worker.
+                let next = s.spawn(async move { slow.await.unwrap() + 1 });
+                next.join().unwrap()
+            })
+        }))
+        .unwrap();
+        assert_eq!(got, 21);
+    });
+}
+
+#[test]
+fn scopes_nested_past_the_stack_panic_before_borrowing() {
+    quiet_test_panics();
+    within("deep", || {
+        // Nothing joins: each scope's own wait runs the next level, so the
+        // waits nest until the stack is nearly full. The scope there must
+        // refuse before its closure runs (its wait could not help, and on
+        // one thread nobody else would run the tasks), and the unread
+        // panic then travels up through every scope.
+        fn nest(pool: &ThreadPool, depth: usize) -> usize {
+            pool.scope(|s| {
+                s.run(move || nest(pool, depth + 1));
+                depth
+            })
+        }
+        let pool = ThreadPool::builder()
+            .threads(1)
+            .stack_size(256 * 1024)
+            .build()
+            .unwrap();
+        let p = pool.clone();
+        let err = block_on(pool.run(move || nest(&p, 0))).unwrap_err();
+        let message = err.panic_message().unwrap_or_default().to_owned();
+        assert!(message.contains("nested too deep"), "{message}");
+        assert_eq!(block_on(pool.run(|| 1)).unwrap(), 1, "the worker lives");
     });
 }

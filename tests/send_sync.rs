@@ -85,6 +85,21 @@ fn tasks_and_their_outcomes_cross_threads() {
 }
 
 #[test]
+fn structured_work_crosses_threads() {
+    send_sync::<viaduct::cancel::CancellationToken>();
+    send_sync::<viaduct::cancel::WaitForCancellation>();
+    unpin::<viaduct::cancel::WaitForCancellation>();
+    send_sync::<viaduct::JoinSet<u8>>();
+    sync::<viaduct::Scope<'static, 'static>>();
+    send_sync::<viaduct::ScopedJoinHandle<'static, u8>>();
+    unpin::<viaduct::ScopedJoinHandle<'static, u8>>();
+}
+
+// A scoped handle sends its result across threads, as a `JoinHandle`.
+assert_not_impl!(viaduct::ScopedJoinHandle<'static, Rc<u8>>: Send);
+assert_not_impl!(viaduct::JoinSet<Rc<u8>>: Send);
+
+#[test]
 fn errors_and_metrics_are_plain_data() {
     send_sync::<BuildError>();
     send_sync::<WaitError>();

@@ -296,7 +296,7 @@ impl WorkerCtx {
     /// `block_on` on a worker: runs this pool's jobs (and `Inline` work
     /// queued on this thread) while `fut` waits.
     pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
-        self.check_stack();
+        self.check_stack(0);
         let (shared, index) = (self.shared.clone(), self.index);
         poll_to_end(
             fut,
@@ -311,10 +311,10 @@ impl WorkerCtx {
 
     /// Panics, rather than overflow the stack, when a `block_on` (which
     /// runs other tasks on this stack) starts with three quarters of the
-    /// worker's stack in use.
-    fn check_stack(&self) {
+    /// worker's stack in use; or would, `margin` bytes further down.
+    pub(crate) fn check_stack(&self, margin: usize) {
         let here = std::hint::black_box(0u8);
-        let used = self.stack_top.abs_diff(&here as *const u8 as usize);
+        let used = self.stack_top.abs_diff(&here as *const u8 as usize) + margin;
         if used > self.stack_size / 4 * 3 {
             panic!(
                 "viaduct::block_on nested too deep on {}: each block_on on a pool worker runs \
