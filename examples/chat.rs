@@ -111,8 +111,14 @@ trait Stack: Clone + Send + Sync + 'static {
 }
 
 /// One connection: `JOIN room-N`, then a line per message, each answered
-/// `OK <digest> <room count>`; `IDLE` and `BYE` end it.
-async fn connection<S: Stack>(stack: S, stream: TcpStream, idle: Duration) -> Conn {
+/// `OK <digest> <room count>`; `IDLE` and `BYE` end it. Each answer is
+/// counted in `posted`, for the stats job.
+async fn connection<S: Stack>(
+    stack: S,
+    stream: TcpStream,
+    idle: Duration,
+    posted: Arc<AtomicU64>,
+) -> Conn {
     let mut conn = Conn::default();
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
@@ -151,6 +157,7 @@ async fn connection<S: Stack>(stack: S, stream: TcpStream, idle: Duration) -> Co
             break;
         }
         conn.messages += 1;
+        posted.fetch_add(1, Ordering::Relaxed);
     }
     conn
 }
@@ -221,8 +228,8 @@ fn run_viaduct(settings: &Settings) -> Report {
                 accepted = listener.accept().fuse() => {
                     let (stream, _) = accepted.unwrap();
                     stream.set_nodelay(true).unwrap();
-                    let counted = counting(s.clone(), posted.clone());
-                    connections.spawn_on(connection(counted, stream, idle), &on_pool);
+                    let served = connection(s.clone(), stream, idle, posted.clone());
+                    connections.spawn_on(served, &on_pool);
                 }
                 () = stopped => break,
             }
@@ -330,8 +337,7 @@ fn run_tokio(settings: &Settings, offload: Offload) -> Report {
                 accepted = listener.accept().fuse() => {
                     let (stream, _) = accepted.unwrap();
                     stream.set_nodelay(true).unwrap();
-                    let counted = counting(s.clone(), posted.clone());
-                    connections.spawn(connection(counted, stream, idle));
+                    connections.spawn(connection(s.clone(), stream, idle, posted.clone()));
                 }
                 () = stopped => break,
             }
@@ -356,38 +362,6 @@ fn run_tokio(settings: &Settings, offload: Offload) -> Report {
 }
 
 // What the three servers share.
-
-/// A stack that also counts each message for the stats job.
-#[derive(Clone)]
-struct Counting<S> {
-    inner: S,
-    posted: Arc<AtomicU64>,
-}
-
-fn counting<S: Stack>(inner: S, posted: Arc<AtomicU64>) -> Counting<S> {
-    Counting { inner, posted }
-}
-
-impl<S: Stack> Stack for Counting<S> {
-    fn post(&self, room: usize, text: String) -> impl Future<Output = (u64, u64)> + Send {
-        let posted = self.posted.clone();
-        self.inner.post(room, text).inspect(move |_| {
-            posted.fetch_add(1, Ordering::Relaxed);
-        })
-    }
-
-    fn idle<F: Future + Send>(
-        &self,
-        idle: Duration,
-        f: F,
-    ) -> impl Future<Output = Option<F::Output>> + Send {
-        self.inner.idle(idle, f)
-    }
-
-    fn stopped(&self) -> impl Future<Output = ()> + Send {
-        self.inner.stopped()
-    }
-}
 
 /// The periodic stats line.
 fn stats_job(posted: Arc<AtomicU64>) -> impl Fn() + Send + Sync + 'static {

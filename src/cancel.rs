@@ -59,6 +59,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use pin_project::pin_project;
+
 use crate::error::TaskError;
 use crate::executor::{admit, home_of, Executor};
 use crate::loom::lock_std;
@@ -411,7 +413,9 @@ impl Drop for Registration {
 }
 
 /// A cancellable task's future: the user's, and its registration.
+#[pin_project]
 struct Registered<F> {
+    #[pin]
     fut: F,
     _registration: Registration,
 }
@@ -420,9 +424,7 @@ impl<F: Future> Future for Registered<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: `fut` is structurally pinned: `Registered` never moves it
-        // and has no `Drop` or `Unpin` impl of its own that could.
-        unsafe { self.map_unchecked_mut(|r| &mut r.fut) }.poll(cx)
+        self.project().fut.poll(cx)
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +15,7 @@ use crate::error::{drop_payload, Panic, PanicPayload, TaskError};
 use crate::loom::lock_std;
 use crate::pool::with_worker;
 use crate::spawn::ExecutorExt;
-use crate::task::JoinHandle;
+use crate::task::{DropOnce, JoinHandle};
 use crate::{block_on, ThreadPool};
 
 /// Stack the scope's wait may use below `ThreadPool::scope`'s frame, for
@@ -205,27 +204,12 @@ fn unread<T>(outcome: Result<T, PanicPayload>, scope: &ScopeState) {
 
 /// A scoped task's future, as the pool runs it.
 struct ScopedTask<F: Future> {
-    fut: ManuallyDrop<F>,
-    /// `false` once `fut` is dropped.
-    live: bool,
+    fut: DropOnce<F>,
     slot: Arc<Slot<F::Output>>,
     member: Member,
 }
 
 impl<F: Future> ScopedTask<F> {
-    /// Drops the user's future, once; the panic of its `Drop`, if any.
-    fn drop_future(&mut self) -> Option<PanicPayload> {
-        if !std::mem::take(&mut self.live) {
-            return None;
-        }
-        // SAFETY: `fut` is dropped once (`live` is now false) and never
-        // used again; dropping in place keeps the pinning promise.
-        catch_unwind(AssertUnwindSafe(|| unsafe {
-            ManuallyDrop::drop(&mut self.fut)
-        }))
-        .err()
-    }
-
     fn scope(&self) -> &ScopeState {
         self.member
             .0
@@ -238,15 +222,14 @@ impl<F: Future> Future for ScopedTask<F> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // SAFETY: `fut` is structurally pinned: it is never moved, only
-        // dropped in place (`drop_future`); `ScopedTask` has no `Unpin`
-        // impl. The other fields are not pinned.
+        // SAFETY: `fut` is structurally pinned: it is never moved out of
+        // `self`, and `ScopedTask` has no `Unpin` impl. The other fields
+        // are not pinned.
         let this = unsafe { self.get_unchecked_mut() };
-        if !this.live {
+        // SAFETY: as above.
+        let Some(fut) = unsafe { Pin::new_unchecked(&mut this.fut) }.as_pin_mut() else {
             return Poll::Ready(());
-        }
-        // SAFETY: as above; `live` says `fut` has not been dropped.
-        let fut = unsafe { Pin::new_unchecked(&mut *this.fut) };
+        };
         let outcome = match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(value)) => Ok(value),
@@ -254,7 +237,7 @@ impl<F: Future> Future for ScopedTask<F> {
         };
         // Point 1 of "Soundness" (`Scope`): the future goes first, then
         // the outcome, then the count.
-        let outcome = match (this.drop_future(), outcome) {
+        let outcome = match (this.fut.drop_now(), outcome) {
             (None, outcome) => outcome,
             (Some(payload), Ok(value)) => {
                 unread(Ok(value), this.scope());
@@ -275,7 +258,7 @@ impl<F: Future> Drop for ScopedTask<F> {
     fn drop(&mut self) {
         // Dropped unfinished (aborted, or thrown away by a pool shutting
         // down): the future goes before `member` counts the task out.
-        if let Some(payload) = self.drop_future() {
+        if let Some(payload) = self.fut.drop_now() {
             self.scope().record(payload);
         }
     }
@@ -297,8 +280,7 @@ impl<'scope> Scope<'scope, '_> {
             stage: Mutex::new(Stage::Running),
         });
         let task: Pin<Box<dyn Future<Output = ()> + Send + 'scope>> = Box::pin(ScopedTask {
-            fut: ManuallyDrop::new(future),
-            live: true,
+            fut: DropOnce::new(future),
             slot: slot.clone(),
             member: Member::join(&self.state),
         });

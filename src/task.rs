@@ -25,7 +25,7 @@ use std::task::{Context, Poll, Waker};
 
 use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
 
-use crate::error::{ByValue, Panic, RejectReason, TaskError};
+use crate::error::{drop_payload, ByValue, Panic, PanicPayload, RejectReason, TaskError};
 use crate::executor::{report, Admission, Exec, Executor, Failure, Runnable, Sink, TaskInfo};
 
 /// The viaduct task being polled on this thread: its metadata, and the data
@@ -148,11 +148,61 @@ impl<T> Drop for Value<T> {
 
 type Outcome<T> = Result<Value<T>, Failure>;
 
+/// A user's future that its task may drop early (an abort, a scoped task
+/// ending), at most once, in place (so it may be pinned), catching a panic
+/// of its `Drop`.
+pub(crate) struct DropOnce<F> {
+    fut: ManuallyDrop<F>,
+    /// `false` once `fut` is dropped.
+    live: bool,
+}
+
+impl<F> DropOnce<F> {
+    pub(crate) fn new(fut: F) -> DropOnce<F> {
+        DropOnce {
+            fut: ManuallyDrop::new(fut),
+            live: true,
+        }
+    }
+
+    /// The future, if it has not been dropped.
+    pub(crate) fn as_pin_mut(self: Pin<&mut Self>) -> Option<Pin<&mut F>> {
+        // SAFETY: `fut` is structurally pinned: it is never moved, only
+        // dropped in place (`drop_now`), and `DropOnce` has no `Unpin` impl.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above; `live` says `fut` has not been dropped.
+        this.live
+            .then(|| unsafe { Pin::new_unchecked(&mut *this.fut) })
+    }
+
+    /// Drops the future now, if it has not been; the panic of its `Drop`,
+    /// if any. Dropping in place keeps the pinning promise.
+    pub(crate) fn drop_now(&mut self) -> Option<PanicPayload> {
+        if !std::mem::take(&mut self.live) {
+            return None;
+        }
+        // SAFETY: `fut` is dropped once (`live` is now false), and never
+        // used again.
+        catch_unwind(AssertUnwindSafe(|| unsafe {
+            ManuallyDrop::drop(&mut self.fut)
+        }))
+        .err()
+    }
+}
+
+impl<F> Drop for DropOnce<F> {
+    fn drop(&mut self) {
+        // Its owners drop the future themselves, to say where a panic
+        // goes; one left here has nowhere to go.
+        if let Some(payload) = self.drop_now() {
+            drop_payload(payload);
+        }
+    }
+}
+
 /// The future async-task runs: the user's future plus the bookkeeping above.
 struct TaskFuture<'a, F> {
-    fut: ManuallyDrop<F>,
-    /// `false` once `fut` was dropped early, by an abort.
-    live: bool,
+    fut: DropOnce<F>,
     /// `true` once a poll returned `Ready`: the task's end is its output.
     completed: bool,
     info: &'a TaskInfo,
@@ -161,15 +211,7 @@ struct TaskFuture<'a, F> {
 impl<F> TaskFuture<'_, F> {
     /// Drops the user's future, once; a panic of its `Drop` is reported.
     fn drop_future(&mut self) {
-        if !std::mem::take(&mut self.live) {
-            return;
-        }
-        // SAFETY: `fut` is dropped once (`live` is now false), and never
-        // used again.
-        let dropped = catch_unwind(AssertUnwindSafe(|| unsafe {
-            ManuallyDrop::drop(&mut self.fut)
-        }));
-        if let Err(p) = dropped {
+        if let Some(p) = self.fut.drop_now() {
             // SAFETY: whoever drops the future holds the runnable.
             report(unsafe { self.info.admission() }.sink().as_ref(), p);
         }
@@ -181,9 +223,8 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // SAFETY: `fut` is structurally pinned: it is never moved out of
-        // `self` (only dropped in place in `Drop`), and `TaskFuture` has no
-        // `Unpin` impl that would let it move while pinned. The other fields
-        // are not pinned.
+        // `self`, and `TaskFuture` has no `Unpin` impl that would let it
+        // move while pinned. The other fields are not pinned.
         let this = unsafe { self.get_unchecked_mut() };
         let info = this.info;
         let current = Current {
@@ -218,9 +259,10 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             this.completed = true;
             return failed(TaskError::Cancelled);
         }
-        // SAFETY: `fut` is structurally pinned (see above), and live: the
-        // only early drop is just above, and returns.
-        let fut = unsafe { Pin::new_unchecked(&mut *this.fut) };
+        // SAFETY: `fut` is structurally pinned (see above).
+        let fut = unsafe { Pin::new_unchecked(&mut this.fut) }
+            .as_pin_mut()
+            .expect("the only early drop is just above, and returns");
         let polled = match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Ready(Ok(v))) => Poll::Ready(Ok(Value {
                 value: ManuallyDrop::new(v),
@@ -451,8 +493,7 @@ where
     let (runnable, task) = unsafe {
         Builder::new().metadata(info).spawn_unchecked(
             move |info: &TaskInfo| TaskFuture {
-                fut: ManuallyDrop::new(fut),
-                live: true,
+                fut: DropOnce::new(fut),
                 completed: false,
                 info,
             },
