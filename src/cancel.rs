@@ -340,7 +340,9 @@ impl Future for WaitForCancellation {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        std::task::ready!(crate::coop::poll_proceed(cx));
         if self.node.is_cancelled() {
+            crate::coop::spend();
             return Poll::Ready(());
         }
         // A user's waker may panic when cloned or dropped: neither happens
@@ -349,6 +351,7 @@ impl Future for WaitForCancellation {
         let this = &mut *self;
         let mut state = lock_std(&this.node.state);
         if this.node.is_cancelled() {
+            crate::coop::spend();
             return Poll::Ready(());
         }
         let old = match this.key {
@@ -432,6 +435,7 @@ impl<F: Future> Future for Registered<F> {
 /// token, and only then scheduled, so a token that fires at any point
 /// either finds the abort handle or is seen by `arm`; and a task aborted
 /// before its first run is never polled.
+#[track_caller]
 pub(crate) fn spawn_cancellable<E, F>(
     ex: &E,
     token: &CancellationToken,

@@ -6,11 +6,13 @@
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use crate::error::{drop_payload, Panic, PanicPayload, RejectReason, TaskError};
+use crate::task_id::TaskId;
 
 /// Something that runs [`Runnable`]s.
 ///
@@ -577,10 +579,9 @@ pub struct TaskInfo {
     /// queue is intrusive, so submitting to a strand allocates nothing
     /// (see `strand::queue`). A runnable is in one queue at a time.
     pub(crate) strand_link: AtomicUsize,
-    /// A number unique in the process, naming the task in traces (an
-    /// address would be reused by later tasks).
-    #[cfg(feature = "tracing")]
-    pub(crate) id: u64,
+    pub(crate) id: TaskId,
+    /// Where the task was spawned (`#[track_caller]` on every spawn path).
+    pub(crate) location: &'static Location<'static>,
 }
 
 impl TaskInfo {
@@ -628,6 +629,62 @@ impl TaskInfo {
     /// ```
     pub fn woken_while_running(&self) -> bool {
         self.yielded.load(Ordering::Relaxed)
+    }
+
+    /// The task's id, as stall reports and task dumps show it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use viaduct::{Executor, ExecutorExt, Runnable};
+    ///
+    /// #[derive(Clone, Default)]
+    /// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+    ///
+    /// impl Executor for Queue {
+    ///     fn schedule(&self, runnable: Runnable) {
+    ///         self.0.lock().unwrap().push(runnable);
+    ///     }
+    /// }
+    ///
+    /// let queue = Queue::default();
+    /// let handle = queue.run(|| ());
+    /// let runnable = queue.0.lock().unwrap().pop().unwrap();
+    /// assert_eq!(Some(runnable.metadata().id()), handle.id());
+    /// runnable.run();
+    /// ```
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// Where the task was spawned: the caller of `spawn`, `run`,
+    /// `execute`, a strand's or a timer's spawn, or a continuation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use viaduct::{Executor, ExecutorExt, Runnable};
+    ///
+    /// #[derive(Clone, Default)]
+    /// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+    ///
+    /// impl Executor for Queue {
+    ///     fn schedule(&self, runnable: Runnable) {
+    ///         self.0.lock().unwrap().push(runnable);
+    ///     }
+    /// }
+    ///
+    /// let queue = Queue::default();
+    /// let line = line!() + 1;
+    /// let _handle = queue.run(|| ());
+    /// let runnable = queue.0.lock().unwrap().pop().unwrap();
+    /// assert_eq!(runnable.metadata().location().line(), line);
+    /// runnable.run();
+    /// ```
+    pub fn location(&self) -> &'static Location<'static> {
+        self.location
     }
 
     /// The executor the task is scheduled on now.

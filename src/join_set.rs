@@ -165,6 +165,7 @@ impl<T: Send + 'static> JoinSet<T> {
     /// let result = block_on(set.join_next()).unwrap();
     /// assert!(matches!(result, Err(TaskError::Rejected(_))));
     /// ```
+    #[track_caller]
     pub fn spawn_on<F, E>(&mut self, future: F, executor: &E) -> AbortHandle
     where
         F: Future<Output = T> + Send + 'static,
@@ -175,6 +176,7 @@ impl<T: Send + 'static> JoinSet<T> {
 
     /// Spawns `future` on the [global pool](ThreadPool::global) into the
     /// set.
+    #[track_caller]
     pub fn spawn<F>(&mut self, future: F) -> AbortHandle
     where
         F: Future<Output = T> + Send + 'static,

@@ -374,6 +374,7 @@
 
 mod block_on;
 pub mod cancel;
+pub mod coop;
 mod error;
 mod executor;
 pub mod future;
@@ -391,6 +392,7 @@ mod signal;
 mod spawn;
 pub mod strand;
 mod task;
+mod task_id;
 mod thread_per_task;
 pub mod time;
 mod trace;
@@ -408,6 +410,7 @@ pub use scope::{Scope, ScopedJoinHandle};
 pub use spawn::{ExecutorExt, Rejected};
 pub use strand::{Guarded, KeyedStrands, Strand};
 pub use task::{AbortHandle, JoinHandle};
+pub use task_id::TaskId;
 pub use thread_per_task::ThreadPerTask;
 pub use time::TimedExt;
 
@@ -418,6 +421,7 @@ pub use time::TimedExt;
 /// ```
 /// assert_eq!(viaduct::block_on(viaduct::spawn(async { 3 })).unwrap(), 3);
 /// ```
+#[track_caller]
 pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where
     F: std::future::Future + Send + 'static,
@@ -433,6 +437,7 @@ where
 /// ```
 /// assert_eq!(viaduct::block_on(viaduct::run(|| 2 + 2)).unwrap(), 4);
 /// ```
+#[track_caller]
 pub fn run<F, R>(f: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,

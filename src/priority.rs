@@ -227,6 +227,7 @@ impl PriorityExecutor {
     /// let pq = PriorityExecutor::new(ThreadPool::builder().threads(2).build().unwrap());
     /// assert_eq!(block_on(pq.spawn_with(5, async { 2 + 2 })).unwrap(), 4);
     /// ```
+    #[track_caller]
     pub fn spawn_with<F>(&self, priority: i32, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -259,6 +260,7 @@ impl PriorityExecutor {
     /// manual.run_until_idle();
     /// assert_eq!(*log.lock().unwrap(), ["high", "mid", "low"]);
     /// ```
+    #[track_caller]
     pub fn execute_with<F>(&self, priority: i32, f: F)
     where
         F: FnOnce() + Send + 'static,

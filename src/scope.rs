@@ -271,6 +271,7 @@ impl<'scope> Scope<'scope, '_> {
     /// On a closed pool the handle resolves to
     /// [`TaskError::Rejected`]; on a full bounded pool this waits for
     /// room, as [`spawn`](crate::ExecutorExt::spawn) does.
+    #[track_caller]
     pub fn spawn<F>(&'scope self, future: F) -> ScopedJoinHandle<'scope, F::Output>
     where
         F: Future + Send + 'scope,
@@ -300,6 +301,7 @@ impl<'scope> Scope<'scope, '_> {
 
     /// Runs `f` on the scope's pool: [`spawn`](Scope::spawn) for a
     /// closure.
+    #[track_caller]
     pub fn run<F, R>(&'scope self, f: F) -> ScopedJoinHandle<'scope, R>
     where
         F: FnOnce() -> R + Send + 'scope,

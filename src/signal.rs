@@ -44,7 +44,10 @@ pub(crate) fn poll_to_end<F: Future>(
     let mut cx = Context::from_waker(&waker);
     loop {
         if flag.woken.swap(false, AcqRel) {
-            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            let budget = crate::coop::fresh();
+            let polled = fut.as_mut().poll(&mut cx);
+            drop(budget);
+            if let Poll::Ready(v) = polled {
                 return v;
             }
             continue;

@@ -122,6 +122,7 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
     /// let h = pool.spawn(async { "hello" });
     /// assert_eq!(block_on(h).unwrap(), "hello");
     /// ```
+    #[track_caller]
     fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -146,6 +147,7 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
     /// let fut = closed.try_spawn(async { 5 }).unwrap_err().into_inner();
     /// assert_eq!(block_on(Inline.spawn(fut)).unwrap(), 5); // run it elsewhere
     /// ```
+    #[track_caller]
     fn try_spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, Rejected<F>>
     where
         F: Future + Send + 'static,
@@ -191,6 +193,7 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
     /// token.cancel();
     /// assert!(block_on(parked).unwrap_err().is_cancelled());
     /// ```
+    #[track_caller]
     fn spawn_cancellable<F>(&self, token: &CancellationToken, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -211,6 +214,7 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
     /// let name = pool.run(|| std::thread::current().name().unwrap().to_owned());
     /// assert_eq!(block_on(name).unwrap(), "cpu-0");
     /// ```
+    #[track_caller]
     fn run<F, R>(&self, f: F) -> JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -232,6 +236,7 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
     /// ex.execute(|| println!("ran"));
     /// assert_eq!(ex.run_until_idle(), 1);
     /// ```
+    #[track_caller]
     fn execute<F>(&self, f: F)
     where
         F: FnOnce() + Send + 'static,
@@ -257,6 +262,7 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
     /// let rejected = ex.try_execute(|| ()).unwrap_err();
     /// assert_eq!(rejected.reason(), RejectReason::Closed);
     /// ```
+    #[track_caller]
     fn try_execute<F>(&self, f: F) -> Result<(), Rejected<F>>
     where
         F: FnOnce() + Send + 'static,
@@ -309,6 +315,7 @@ impl<F: FnOnce() -> R, R> Future for Call<F> {
 
 /// `futures::task::Spawn` for an executor: spawns detached, and reports a
 /// closed or full executor as `SpawnError::shutdown()`.
+#[track_caller]
 pub(crate) fn spawn_obj<E: ExecutorExt>(
     ex: &E,
     future: FutureObj<'static, ()>,
@@ -321,6 +328,7 @@ pub(crate) fn spawn_obj<E: ExecutorExt>(
 macro_rules! impl_spawn {
     ($($ty:ty),* $(,)?) => {$(
         impl futures::task::Spawn for $ty {
+            #[track_caller]
             fn spawn_obj(&self, future: futures::task::FutureObj<'static, ()>) -> Result<(), futures::task::SpawnError> {
                 $crate::spawn::spawn_obj(self, future)
             }

@@ -16,7 +16,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -27,6 +27,7 @@ use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
 
 use crate::error::{drop_payload, ByValue, Panic, PanicPayload, RejectReason, TaskError};
 use crate::executor::{report, Admission, Exec, Executor, Failure, Runnable, Sink, TaskInfo};
+use crate::task_id::TaskId;
 
 /// The viaduct task being polled on this thread: its metadata, and the data
 /// pointer of the waker it was polled with (compared, never dereferenced).
@@ -237,12 +238,13 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         let sink = current_task_sink;
         let prev = CURRENT_TASK.with(|c| c.replace(current));
         let _restore = CurrentGuard(prev);
+        let _budget = crate::coop::fresh();
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
             target: "viaduct",
             "poll",
             executor = info.home.name(),
-            task = info.id,
+            task = info.id.as_u64(),
             worker = std::thread::current().name().unwrap_or("")
         )
         .entered();
@@ -331,6 +333,7 @@ fn schedule_catching(info: &TaskInfo, runnable: Runnable) {
 }
 
 /// Spawns `fut` on `exec`, which has already admitted it.
+#[track_caller]
 pub(crate) fn spawn_admitted<F>(exec: Exec, fut: F, admission: Admission) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
@@ -353,6 +356,7 @@ pub(crate) fn admitted_or_rejected<T>(
 
 /// Spawns `fut` on `exec` if it was admitted; otherwise a handle that says
 /// `Rejected` with the reason.
+#[track_caller]
 pub(crate) fn spawn_or_reject<F>(
     exec: Exec,
     fut: F,
@@ -371,6 +375,7 @@ where
 /// Spawns `fut` on `exec`, which has already admitted it; an `Err` from
 /// `fut` reaches the handle as the task's own error. That is how a
 /// continuation passes on the error of the step before it.
+#[track_caller]
 pub(crate) fn spawn_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> JoinHandle<T>
 where
     F: Future<Output = Result<T, TaskError>> + Send + 'static,
@@ -383,6 +388,7 @@ where
 
 /// Creates the task [`spawn_admitted`] spawns, but leaves its first
 /// schedule to the caller (the timer holds it until its deadline).
+#[track_caller]
 pub(crate) fn create_admitted<F>(
     exec: Exec,
     fut: F,
@@ -399,6 +405,7 @@ where
 /// priority decorator's pumps): a task whose future holds its owner weakly
 /// and that the owner cancels when it goes. Its first schedule is left to
 /// the caller.
+#[track_caller]
 pub(crate) fn create_daemon<F>(exec: Exec, fut: F) -> (Runnable, Daemon)
 where
     F: Future<Output = ()> + Send + 'static,
@@ -420,6 +427,7 @@ where
 pub(crate) struct Daemon(#[allow(dead_code)] async_task::Task<Outcome<()>, TaskInfo>);
 
 /// Creates the task [`spawn_fallible`] spawns.
+#[track_caller]
 fn create_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> (Runnable, JoinHandle<T>)
 where
     F: Future<Output = Result<T, TaskError>> + Send + 'static,
@@ -440,6 +448,7 @@ where
 }
 
 /// The async-task task under every viaduct task.
+#[track_caller]
 fn create_task<F, T>(
     exec: Exec,
     fut: F,
@@ -460,11 +469,8 @@ where
         fault: Mutex::new(None),
         admission: UnsafeCell::new(admission),
         strand_link: AtomicUsize::new(0),
-        #[cfg(feature = "tracing")]
-        id: {
-            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        },
+        id: TaskId::next(),
+        location: Location::caller(),
     };
     let schedule = move |runnable: Runnable, how: ScheduleInfo| {
         // The executor may run the task, to its end, on another thread as
@@ -644,6 +650,24 @@ impl AbortHandle {
         }
     }
 
+    /// The task's id, as stall reports and task dumps show it; `None` if
+    /// there never was a task (the spawn was refused).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{ExecutorExt, ManualExecutor};
+    ///
+    /// let ex = ManualExecutor::new();
+    /// let handle = ex.run(|| ());
+    /// assert_eq!(handle.abort_handle().id(), handle.id());
+    /// ex.close();
+    /// assert_eq!(ex.run(|| ()).abort_handle().id(), None); // refused
+    /// ```
+    pub fn id(&self) -> Option<TaskId> {
+        self.target.as_ref().map(|(info, _)| info.get().id)
+    }
+
     /// `true` once the task is over: its future has been dropped (it
     /// finished, panicked, or was cancelled and its executor has dropped
     /// it), or there never was one.
@@ -771,6 +795,28 @@ impl<T> JoinHandle<T> {
         }
     }
 
+    /// The task's id, as stall reports and task dumps show it; `None` if
+    /// there never was a task (the spawn was refused, or its work was done
+    /// on the spot).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{ExecutorExt, ManualExecutor};
+    ///
+    /// let ex = ManualExecutor::new();
+    /// let a = ex.run(|| ());
+    /// let b = ex.run(|| ());
+    /// assert!(a.id().is_some());
+    /// assert_ne!(a.id(), b.id());
+    /// ```
+    pub fn id(&self) -> Option<TaskId> {
+        match &self.state {
+            State::Running { info, .. } => Some(info.get().id),
+            _ => None,
+        }
+    }
+
     /// `true` once the task has finished, been cancelled or was rejected:
     /// awaiting the handle would not wait.
     ///
@@ -841,7 +887,12 @@ impl<T> JoinHandle<T> {
                 if early_abort && info.aborted.load(Ordering::Acquire) && !task.is_finished() {
                     return Poll::Ready(Err(TaskError::Cancelled));
                 }
-                match Pin::new(task).poll(cx) {
+                std::task::ready!(crate::coop::poll_proceed(cx));
+                let polled = Pin::new(task).poll(cx);
+                if polled.is_ready() {
+                    crate::coop::spend();
+                }
+                match polled {
                     Poll::Pending => {
                         crate::section::check_not_blocking_on("a task or section", || {
                             let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());

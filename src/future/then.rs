@@ -130,6 +130,7 @@ impl<T: Send + 'static> JoinHandle<T> {
     /// let len = pool.run(|| "seven".to_owned()).then(|s| s.len()).then(|n| n + 2);
     /// assert_eq!(block_on(len).unwrap(), 7);
     /// ```
+    #[track_caller]
     pub fn then<F, U>(self, f: F) -> JoinHandle<U>
     where
         F: FnOnce(T) -> U + Send + 'static,
@@ -159,6 +160,7 @@ impl<T: Send + 'static> JoinHandle<T> {
     ///     });
     /// assert_eq!(block_on(report).unwrap(), "failed: parse error");
     /// ```
+    #[track_caller]
     pub fn then_try<F, U>(self, f: F) -> JoinHandle<U>
     where
         F: FnOnce(Result<T, TaskError>) -> U + Send + 'static,
@@ -188,6 +190,7 @@ impl<T: Send + 'static> JoinHandle<T> {
     ///     });
     /// assert_eq!(block_on(stored).unwrap(), 3);
     /// ```
+    #[track_caller]
     pub fn then_async<F, Fut>(self, f: F) -> JoinHandle<Fut::Output>
     where
         F: FnOnce(T) -> Fut + Send + 'static,
@@ -226,6 +229,7 @@ impl<T: Send + 'static> JoinHandle<T> {
     ///     .and_then(move |n| t.with(move |total| { *total += n; *total }));
     /// assert_eq!(block_on(sum).unwrap(), 55); // a JoinHandle<u64>
     /// ```
+    #[track_caller]
     pub fn and_then<F, U>(self, f: F) -> JoinHandle<U>
     where
         F: FnOnce(T) -> JoinHandle<U> + Send + 'static,
@@ -263,6 +267,7 @@ impl<T: Send + 'static> JoinHandle<T> {
 
     /// Spawns the next step: `step` turns the future of this task's result
     /// into the step's body.
+    #[track_caller]
     fn chain<S, Fut, U>(self, step: S) -> JoinHandle<U>
     where
         S: FnOnce(Previous<T>) -> Fut,

@@ -174,7 +174,20 @@ impl WorkerCtx {
             self.queues.tasks.push(Job::Task(task));
         }
         self.lifo_streak.set(0);
-        self.queues.tasks.pop()
+        let task = self.queues.tasks.pop()?;
+        if let Job::Task(r) = &task {
+            // A task that yielded (its budget spent, or `yield_now`) waits
+            // behind work from outside too, not only behind this worker's
+            // own: otherwise it could run again and again before the
+            // injector's turn comes round.
+            if r.metadata().woken_while_running() {
+                if let Some(job) = self.steal_injector() {
+                    self.queues.tasks.push(task);
+                    return Some(job);
+                }
+            }
+        }
+        Some(task)
     }
 
     fn steal_injector(&self) -> Option<Job> {

@@ -183,6 +183,7 @@ impl<T: Send + 'static> Guarded<T> {
     /// let last = handles.into_iter().map(|h| block_on(h).unwrap()).last();
     /// assert_eq!(last, Some(55)); // the sections ran in request order
     /// ```
+    #[track_caller]
     pub fn with<F, R>(&self, f: F) -> JoinHandle<R>
     where
         F: FnOnce(&mut T) -> R + Send + 'static,
@@ -455,6 +456,7 @@ impl LockState {
         guarded: &Guarded<T>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Arc<Waiter>>> {
+        ready!(crate::coop::poll_proceed(cx));
         match self {
             LockState::Held => {}
             LockState::Waiting(waiter) => {
@@ -467,6 +469,7 @@ impl LockState {
             }
             LockState::Done => panic!("a lock request polled after it returned its guard"),
         }
+        crate::coop::spend();
         Poll::Ready(match std::mem::replace(self, LockState::Done) {
             LockState::Waiting(waiter) => Some(waiter),
             _ => None,

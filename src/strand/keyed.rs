@@ -118,6 +118,7 @@ where
     /// let keyed = KeyedStrands::new(ThreadPool::builder().threads(2).build().unwrap());
     /// assert_eq!(block_on(keyed.spawn("user-7", async { 7 })).unwrap(), 7);
     /// ```
+    #[track_caller]
     pub fn spawn<F>(&self, key: K, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -154,6 +155,7 @@ where
     /// assert_eq!(n.load(Ordering::Relaxed), 1000);
     /// assert!(keyed.is_empty());
     /// ```
+    #[track_caller]
     pub fn execute<F>(&self, key: K, f: F)
     where
         F: FnOnce() + Send + 'static,

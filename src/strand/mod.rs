@@ -407,6 +407,7 @@ impl<D: Send + Sync + 'static> Shared<D> {
 
     /// Spawns `future` as a task of this strand, admitted by the strand's
     /// executor as any task of it would be.
+    #[track_caller]
     pub(crate) fn spawn<F>(self: &Arc<Self>, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,

@@ -255,6 +255,7 @@ impl Timer {
     /// }
     /// assert_eq!(count.load(Ordering::Relaxed), 5);
     /// ```
+    #[track_caller]
     pub fn execute_every<E, F>(&self, ex: &E, period: Duration, f: F) -> Periodic
     where
         E: Executor + Clone,
@@ -286,6 +287,7 @@ impl Timer {
     /// ex.run_until_idle();
     /// assert_eq!(job.runs(), 2);
     /// ```
+    #[track_caller]
     pub fn execute_every_with<E, F>(
         &self,
         ex: &E,

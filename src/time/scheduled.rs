@@ -215,6 +215,7 @@ impl<T> fmt::Debug for Scheduled<T> {
 impl Timer {
     /// Creates the task `make(job)` on `ex` and parks its runnable until
     /// `deadline`, in `job`'s entry (which the task's future must hold).
+    #[track_caller]
     pub(super) fn park<E, F>(
         &self,
         ex: &E,
@@ -251,6 +252,7 @@ impl Timer {
         (join, job)
     }
 
+    #[track_caller]
     fn spawn_at_ns<E, F>(&self, ex: &E, deadline: u64, fut: F) -> Scheduled<F::Output>
     where
         E: Executor + Clone,
@@ -294,6 +296,7 @@ impl Timer {
     /// assert_eq!(ex.len(), 1);
     /// assert_eq!(ex.run_until(job).unwrap(), "ran");
     /// ```
+    #[track_caller]
     pub fn execute_after<E, F, R>(&self, ex: &E, delay: Duration, f: F) -> Scheduled<R>
     where
         E: Executor + Clone,
@@ -321,6 +324,7 @@ impl Timer {
     /// timer.advance(Duration::from_secs(3));
     /// assert_eq!(ex.run_until(job).unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn execute_at<E, F, R>(&self, ex: &E, deadline: Instant, f: F) -> Scheduled<R>
     where
         E: Executor + Clone,
@@ -347,6 +351,7 @@ impl Timer {
     /// timer.advance(Duration::from_secs(1));
     /// assert_eq!(ex.run_until(job).unwrap(), 4);
     /// ```
+    #[track_caller]
     pub fn spawn_after<E, F>(&self, ex: &E, delay: Duration, fut: F) -> Scheduled<F::Output>
     where
         E: Executor + Clone,
@@ -371,6 +376,7 @@ impl Timer {
     /// let job = timer.spawn_at(&ex, timer.now(), async { "now" }); // due already
     /// assert_eq!(ex.run_until(job).unwrap(), "now");
     /// ```
+    #[track_caller]
     pub fn spawn_at<E, F>(&self, ex: &E, deadline: Instant, fut: F) -> Scheduled<F::Output>
     where
         E: Executor + Clone,
@@ -429,6 +435,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
     /// let job = pool.execute_after(Duration::from_millis(5), move || start.elapsed());
     /// assert!(block_on(job).unwrap() >= Duration::from_millis(5));
     /// ```
+    #[track_caller]
     fn execute_after<F, R>(&self, delay: Duration, f: F) -> Scheduled<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -449,6 +456,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
     /// let ran_at = block_on(Inline.execute_at(at, Instant::now)).unwrap();
     /// assert!(ran_at >= at);
     /// ```
+    #[track_caller]
     fn execute_at<F, R>(&self, deadline: Instant, f: F) -> Scheduled<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -469,6 +477,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
     /// let pool = ThreadPool::builder().threads(1).build().unwrap();
     /// assert_eq!(block_on(pool.spawn_after(Duration::from_millis(1), async { 9 })).unwrap(), 9);
     /// ```
+    #[track_caller]
     fn spawn_after<F>(&self, delay: Duration, fut: F) -> Scheduled<F::Output>
     where
         F: Future + Send + 'static,
@@ -489,6 +498,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
     /// let at = Instant::now() + Duration::from_millis(1);
     /// assert_eq!(block_on(Inline.spawn_at(at, async { 'x' })).unwrap(), 'x');
     /// ```
+    #[track_caller]
     fn spawn_at<F>(&self, deadline: Instant, fut: F) -> Scheduled<F::Output>
     where
         F: Future + Send + 'static,
@@ -514,6 +524,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
     /// job.cancel();
     /// assert!(block_on(job).is_cancelled());
     /// ```
+    #[track_caller]
     fn execute_every<F>(&self, period: Duration, f: F) -> Periodic
     where
         F: FnMut() + Send + 'static,
@@ -540,6 +551,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
     /// let why = block_on(job);
     /// assert_eq!(why.panic_message(), Some("third run panics"));
     /// ```
+    #[track_caller]
     fn execute_every_with<F>(&self, period: Duration, pacing: Pacing, f: F) -> Periodic
     where
         F: FnMut() + Send + 'static,

@@ -153,19 +153,29 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.into_ref().get_ref();
-        match this.entry.state() {
+        std::task::ready!(crate::coop::poll_proceed(cx));
+        let elapsed = self.into_ref().get_ref().poll_elapsed(cx);
+        if elapsed.is_ready() {
+            crate::coop::spend();
+        }
+        elapsed
+    }
+}
+
+impl Sleep {
+    fn poll_elapsed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        match self.entry.state() {
             // Only `cancel` unlinks an entry without firing it, and it
             // leaves it IDLE: an entry that is no longer linked has fired.
-            LINKED if this.timer.update_waker(&this.entry, cx.waker()) => Poll::Pending,
+            LINKED if self.timer.update_waker(&self.entry, cx.waker()) => Poll::Pending,
             LINKED | FIRED => Poll::Ready(()),
-            _ if this.deadline <= this.seen => Poll::Ready(()),
+            _ if self.deadline <= self.seen => Poll::Ready(()),
             _ => {
                 let action = Action::Wake(cx.waker().clone());
                 // SAFETY: the entry was made by `timer.entry()`, is IDLE,
                 // and is pinned inside this sleep, whose `Drop` unlinks it
                 // before it can move or be freed.
-                match unsafe { this.timer.insert(&this.entry, this.deadline, action) } {
+                match unsafe { self.timer.insert(&self.entry, self.deadline, action) } {
                     Inserted::Linked => Poll::Pending,
                     Inserted::Due(_) => Poll::Ready(()),
                 }

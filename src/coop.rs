@@ -1,0 +1,208 @@
+//! Cooperative budget: a task that keeps finding viaduct's futures ready
+//! yields to its executor after a while, so it cannot hold a worker.
+//!
+//! Every poll of a viaduct task (and every poll of a [`block_on`]'s future)
+//! starts with a budget of [`BUDGET`] units. A finished [`JoinHandle`], a
+//! free [`Guarded`] lock, a fired timer and a [`consume_budget`] each
+//! spend one. Once the budget is spent, those futures answer `Pending` (and
+//! wake their task at once) until the task's poll ends, so the task goes to
+//! the back of its executor's queue and the others get a turn. tokio's
+//! `coop` does the same, with the same number.
+//!
+//! A future polled outside any task or `block_on` has no budget and is
+//! never held back. [`unconstrained`] lifts the budget for one future.
+//!
+//! [`block_on`]: crate::block_on
+//! [`JoinHandle`]: crate::JoinHandle
+//! [`Guarded`]: crate::Guarded
+//!
+//! # Examples
+//!
+//! A task that awaits many finished handles lets another task in:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::Arc;
+//! use viaduct::{block_on, ExecutorExt, ThreadPool};
+//!
+//! let pool = ThreadPool::builder().threads(1).build().unwrap();
+//! let awaited = Arc::new(AtomicUsize::new(0));
+//! let (count, p) = (awaited.clone(), pool.clone());
+//! let busy = pool.spawn(async move {
+//!     let done: Vec<_> = (0..10_000).map(|i| viaduct::Inline.run(move || i)).collect();
+//!     let other = p.run(move || ()); // queued behind this task
+//!     for handle in done {
+//!         handle.await.unwrap(); // each is ready: only the budget makes this yield
+//!         count.fetch_add(1, Ordering::Relaxed);
+//!     }
+//!     other
+//! });
+//! let other = block_on(busy).unwrap();
+//! assert!(other.is_finished()); // it ran while the loop was going on
+//! ```
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Units a task's poll may spend on ready viaduct futures before they make
+/// it yield (tokio's number).
+pub const BUDGET: u32 = 128;
+
+/// Forced `Pending`s within one budget after which the budget is lifted:
+/// that many means the future is not returning to its task but being
+/// polled again in place (a foreign `block_on` inside the task), which
+/// would otherwise spin forever.
+const MAX_FORCED: u32 = 256;
+
+#[derive(Clone, Copy)]
+struct Budget {
+    /// `None`: unconstrained.
+    left: Option<u32>,
+    forced: u32,
+}
+
+thread_local! {
+    static BUDGET_LEFT: Cell<Budget> = const { Cell::new(Budget { left: None, forced: 0 }) };
+}
+
+/// Restores the budget of the enclosing poll when a nested one ends.
+pub(crate) struct Scope(Budget);
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        BUDGET_LEFT.with(|b| b.set(self.0));
+    }
+}
+
+fn enter(left: Option<u32>) -> Scope {
+    Scope(BUDGET_LEFT.with(|b| b.replace(Budget { left, forced: 0 })))
+}
+
+/// A fresh budget for one poll of a task or of a `block_on`'s future,
+/// until the returned guard drops.
+#[inline]
+pub(crate) fn fresh() -> Scope {
+    enter(Some(BUDGET))
+}
+
+/// `Pending` (with the task woken, to run again soon) if the budget is
+/// spent; the caller then must not make progress. Otherwise the caller may
+/// go on, and calls [`spend`] if it makes progress.
+#[inline]
+pub(crate) fn poll_proceed(cx: &Context<'_>) -> Poll<()> {
+    let held_back = BUDGET_LEFT.with(|b| {
+        let mut budget = b.get();
+        if budget.left != Some(0) {
+            return false;
+        }
+        budget.forced += 1;
+        if budget.forced > MAX_FORCED {
+            budget.left = None;
+        }
+        b.set(budget);
+        budget.left.is_some()
+    });
+    if held_back {
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    } else {
+        Poll::Ready(())
+    }
+}
+
+/// One unit of progress made.
+#[inline]
+pub(crate) fn spend() {
+    BUDGET_LEFT.with(|b| {
+        let mut budget = b.get();
+        if let Some(left) = &mut budget.left {
+            *left = left.saturating_sub(1);
+            b.set(budget);
+        }
+    });
+}
+
+/// Spends one unit of the task's budget, yielding to the executor first if
+/// it is spent: for users' own futures that can be ready many times in a
+/// row (a channel drained in a loop), so they share the worker as viaduct's
+/// own do.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, coop, ExecutorExt, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(1).build().unwrap();
+/// let sum = pool.spawn(async {
+///     let mut sum = 0u64;
+///     for i in 0..1_000u64 {
+///         coop::consume_budget().await; // yields every `coop::BUDGET` rounds
+///         sum += i;
+///     }
+///     sum
+/// });
+/// assert_eq!(block_on(sum).unwrap(), 499_500);
+/// ```
+pub fn consume_budget() -> ConsumeBudget {
+    ConsumeBudget(())
+}
+
+/// The future of [`consume_budget`].
+#[must_use = "futures do nothing unless awaited"]
+#[derive(Debug)]
+pub struct ConsumeBudget(());
+
+impl Future for ConsumeBudget {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        std::task::ready!(poll_proceed(cx));
+        spend();
+        Poll::Ready(())
+    }
+}
+
+/// Runs `future` without a budget: viaduct's futures inside it never make
+/// it yield (a tight loop that must not be interleaved, and that you know
+/// to be short).
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, coop, ExecutorExt, Inline, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(1).build().unwrap();
+/// let p = pool.clone();
+/// let busy = pool.spawn(coop::unconstrained(async move {
+///     let done: Vec<_> = (0..10_000).map(|i| Inline.run(move || i)).collect();
+///     let other = p.run(|| ()); // queued behind this task
+///     for handle in done {
+///         handle.await.unwrap();
+///     }
+///     other.is_finished()
+/// }));
+/// assert!(!block_on(busy).unwrap()); // the loop never yielded the only worker
+/// ```
+pub fn unconstrained<F: Future>(future: F) -> Unconstrained<F> {
+    Unconstrained { future }
+}
+
+/// The future of [`unconstrained`].
+#[must_use = "futures do nothing unless awaited"]
+#[derive(Debug)]
+#[pin_project::pin_project]
+pub struct Unconstrained<F> {
+    #[pin]
+    future: F,
+}
+
+impl<F: Future> Future for Unconstrained<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let _budget = enter(None);
+        self.project().future.poll(cx)
+    }
+}
