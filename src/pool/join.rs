@@ -110,6 +110,7 @@ impl WorkerCtx {
             shared: &*self.shared,
             owner: self.index,
         };
+        self.share_with_tasks();
         let job_b = StackJob::new(latch, b);
         let job_b_ref = job_b.as_job_ref();
         self.queues.forks.push(job_b_ref);

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::atomic::{fence, Ordering::*};
 use std::sync::Arc;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Steal, Worker};
 use event_listener::Listener;
@@ -25,6 +26,16 @@ const INJECTOR_INTERVAL: u32 = 61;
 /// goes to the back of the queue, so two tasks waking each other cannot
 /// starve the rest.
 const LIFO_STREAK: u32 = 3;
+
+/// How often a worker busy in `join` runs one of the pool's queued tasks,
+/// so that timers, strand sections and tasks on the pool are not held up
+/// until a long parallel computation ends.
+const SHARE_EVERY: Duration = Duration::from_millis(1);
+
+/// The most joins between two looks at the clock: reading it costs about
+/// as much as a few joins, and fine-grained fork-join (fib) makes
+/// millions of joins a second.
+const MAX_JOINS_PER_LOOK: u32 = 4096;
 
 /// A worker's own queues, made before its thread starts so that the pool
 /// can hold their stealers.
@@ -54,6 +65,12 @@ pub(crate) struct WorkerCtx {
     lifo: Cell<Option<Runnable>>,
     lifo_streak: Cell<u32>,
     tick: Cell<u32>,
+    /// Sharing the worker with queued tasks while in `join`: joins left
+    /// before the next look at the clock, joins between looks (adapted so
+    /// that looks come about every `SHARE_EVERY`), and the last look.
+    joins_left: Cell<u32>,
+    joins_per_look: Cell<u32>,
+    last_look: Cell<Instant>,
     rng: Cell<u32>,
     /// Where this worker's stack starts, roughly, and its size: for
     /// `check_stack`.
@@ -96,6 +113,9 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         lifo: Cell::new(None),
         lifo_streak: Cell::new(0),
         tick: Cell::new(0),
+        joins_left: Cell::new(1),
+        joins_per_look: Cell::new(1),
+        last_look: Cell::new(Instant::now()),
     };
     WORKER.with(|w| w.set(&ctx));
     ctx.hook(ctx.shared.on_start.as_deref());
@@ -188,6 +208,52 @@ impl WorkerCtx {
             }
         }
         Some(task)
+    }
+
+    /// Called at every `join` on this worker: every `SHARE_EVERY` or so,
+    /// runs one task waiting in this worker's queues or the injector, so
+    /// that a long fork-join computation, which would otherwise run only
+    /// its own halves (they come first), shares the worker. Counting joins
+    /// keeps the clock off the fast path; the count adapts to how long a
+    /// join takes, from one clock read per join (halves of milliseconds)
+    /// to one per `MAX_JOINS_PER_LOOK` (fib).
+    #[inline]
+    pub(super) fn share_with_tasks(&self) {
+        let left = self.joins_left.get().wrapping_sub(1);
+        self.joins_left.set(left);
+        if left == 0 {
+            self.look_at_clock();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn look_at_clock(&self) {
+        let now = Instant::now();
+        let since = now
+            .saturating_duration_since(self.last_look.get())
+            .as_nanos();
+        // Joins come in bursts (a descent down the tree, then leaves), so
+        // the count shrinks at once when the look came late but only
+        // doubles when it came early: a burst must not push the next look
+        // hundreds of milliseconds away.
+        let old = self.joins_per_look.get();
+        let fitted = u128::from(old) * SHARE_EVERY.as_nanos() / since.max(1);
+        let per_look =
+            fitted.clamp(1, u128::from(old.saturating_mul(2).min(MAX_JOINS_PER_LOOK))) as u32;
+        self.joins_per_look.set(per_look);
+        self.joins_left.set(per_look);
+        if since < SHARE_EVERY.as_nanos() / 2 {
+            return; // too soon: the count was too small, and is larger now
+        }
+        self.last_look.set(now);
+        let task = match self.lifo.take() {
+            Some(r) => Some(Job::Task(r)),
+            None => self.queues.tasks.pop().or_else(|| self.steal_injector()),
+        };
+        if let Some(job) = task {
+            job.run();
+        }
     }
 
     fn steal_injector(&self) -> Option<Job> {
