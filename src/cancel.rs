@@ -64,6 +64,7 @@ use pin_project::pin_project;
 use crate::error::TaskError;
 use crate::executor::{admit, home_of, Executor};
 use crate::loom::lock_std;
+use crate::slab::Slab;
 use crate::task::{admitted_or_rejected, create_admitted, reporting_panics, JoinHandle};
 use crate::time::{Scheduled, Timer};
 use crate::{AbortHandle, Inline};
@@ -468,59 +469,4 @@ where
     arm(&token.node, key, handle.abort_handle());
     runnable.schedule();
     handle
-}
-
-/// Slots addressed by key, reused once freed.
-struct Slab<T> {
-    slots: Vec<Option<T>>,
-    free: Vec<usize>,
-}
-
-impl<T> Default for Slab<T> {
-    fn default() -> Self {
-        Slab {
-            slots: Vec::new(),
-            free: Vec::new(),
-        }
-    }
-}
-
-impl<T> Slab<T> {
-    fn insert(&mut self, value: T) -> usize {
-        match self.free.pop() {
-            Some(key) => {
-                self.slots[key] = Some(value);
-                key
-            }
-            None => {
-                self.slots.push(Some(value));
-                self.slots.len() - 1
-            }
-        }
-    }
-
-    fn remove(&mut self, key: usize) -> Option<T> {
-        let value = self.slots.get_mut(key)?.take();
-        if value.is_some() {
-            self.free.push(key);
-        }
-        value
-    }
-
-    fn into_values(self) -> impl Iterator<Item = T> {
-        self.slots.into_iter().flatten()
-    }
-}
-
-impl<T> std::ops::Index<usize> for Slab<T> {
-    type Output = T;
-    fn index(&self, key: usize) -> &T {
-        self.slots[key].as_ref().expect("a live key")
-    }
-}
-
-impl<T> std::ops::IndexMut<usize> for Slab<T> {
-    fn index_mut(&mut self, key: usize) -> &mut T {
-        self.slots[key].as_mut().expect("a live key")
-    }
 }

@@ -250,7 +250,19 @@ pub trait Executor: Send + Sync + 'static {
     fn home(&self, _: Internal) -> Option<Exec> {
         None
     }
+
+    /// Sealed: the lock a task of this executor waits for before it runs,
+    /// if the executor is a strand (for task dumps).
+    #[doc(hidden)]
+    fn lock_book(&self, _: Internal) -> Option<LockRef> {
+        None
+    }
 }
+
+/// A strand's record of who holds it, as [`Executor::lock_book`] hands it
+/// out; opaque.
+#[doc(hidden)]
+pub struct LockRef(pub(crate) Arc<crate::watch::LockBook>);
 
 /// What only viaduct can name: the key to [`Executor`]'s sealed methods.
 #[derive(Clone, Copy)]
@@ -465,6 +477,9 @@ impl Executor for Exec {
     fn home(&self, key: Internal) -> Option<Exec> {
         Some(self.0.home(key).unwrap_or_else(|| self.clone()))
     }
+    fn lock_book(&self, key: Internal) -> Option<LockRef> {
+        self.0.lock_book(key)
+    }
 }
 
 /// What [`Exec::new`] erases: the user's handle, and the handle its tasks
@@ -495,6 +510,9 @@ impl<E: Executor> Executor for Erased<E> {
     }
     fn home(&self, _: Internal) -> Option<Exec> {
         Some(self.home.clone())
+    }
+    fn lock_book(&self, key: Internal) -> Option<LockRef> {
+        self.executor.lock_book(key)
     }
 }
 
@@ -582,6 +600,11 @@ pub struct TaskInfo {
     pub(crate) id: TaskId,
     /// Where the task was spawned (`#[track_caller]` on every spawn path).
     pub(crate) location: &'static Location<'static>,
+    /// Queued, running or waiting, for dumps (see `watch`).
+    pub(crate) state: std::sync::atomic::AtomicU8,
+    /// The worker book the task is in, if it has waited on a pool worker.
+    /// Touched only by whoever holds the task's runnable.
+    pub(crate) booking: UnsafeCell<Option<crate::watch::Booking>>,
 }
 
 impl TaskInfo {
@@ -813,8 +836,8 @@ impl TaskInfo {
     }
 }
 
-// SAFETY: every field but `admission` is `Sync`. `admission` is read and
-// written only by the thread that holds the task's runnable: the schedule
+// SAFETY: every field but `admission` and `booking` is `Sync`. Those two
+// are read and written only by the thread that holds the task's runnable: the schedule
 // function and the executor's `schedule` it calls (which are handed the
 // runnable), the task's poll (`Runnable::run`) and the drop of its future
 // (by `run`, or by dropping the runnable). async-task lets one thread hold

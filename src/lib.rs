@@ -375,6 +375,7 @@
 mod block_on;
 pub mod cancel;
 pub mod coop;
+pub mod dump;
 mod error;
 mod executor;
 pub mod future;
@@ -389,6 +390,7 @@ pub mod priority;
 mod scope;
 mod section;
 mod signal;
+mod slab;
 mod spawn;
 pub mod strand;
 mod task;
@@ -396,6 +398,7 @@ mod task_id;
 mod thread_per_task;
 pub mod time;
 mod trace;
+mod watch;
 
 pub use block_on::block_on;
 pub use error::{Panic, PanicPayload, RejectReason, TaskError};

@@ -26,8 +26,10 @@ use std::task::{Context, Poll, Waker};
 use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
 
 use crate::error::{drop_payload, ByValue, Panic, PanicPayload, RejectReason, TaskError};
+use crate::executor::INTERNAL;
 use crate::executor::{report, Admission, Exec, Executor, Failure, Runnable, Sink, TaskInfo};
 use crate::task_id::TaskId;
+use crate::watch::{Noted, WaitOn};
 
 /// The viaduct task being polled on this thread: its metadata, and the data
 /// pointer of the waker it was polled with (compared, never dereferenced).
@@ -85,6 +87,12 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(Option<&TaskInfo>) -> R) -> R 
 #[inline]
 pub(crate) fn current_task_id() -> *const () {
     CURRENT_TASK.with(Cell::get).info as *const ()
+}
+
+/// The id of the viaduct task being polled on this thread, if any.
+#[inline]
+pub(crate) fn current_task() -> Option<TaskId> {
+    with_current_task(|t| t.map(|t| t.id))
 }
 
 /// A task's identity for [`section`](crate::section).
@@ -239,6 +247,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         let prev = CURRENT_TASK.with(|c| c.replace(current));
         let _restore = CurrentGuard(prev);
         let _budget = crate::coop::fresh();
+        let polling = crate::watch::enter_poll(info);
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
             target: "viaduct",
@@ -279,6 +288,9 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             Err(payload) => failed(TaskError::Panicked(Panic::new(payload))),
         };
         this.completed = polled.is_ready();
+        if !this.completed {
+            crate::watch::left_pending(info, polling.as_ref());
+        }
         if this.completed && info.aborted.load(Ordering::Acquire) {
             // Aborted while this poll ran: the abort came before the task
             // finished, so the handle says `Cancelled`, as it may have
@@ -293,6 +305,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
 
 impl<F> Drop for TaskFuture<'_, F> {
     fn drop(&mut self) {
+        crate::watch::task_ended(self.info);
         // A future that panics in `Drop` while being cancelled must not unwind
         // into the executor that dropped it (a worker, or `shutdown_now`).
         self.drop_future();
@@ -440,6 +453,7 @@ where
             task: Some(task.fallible()),
             info,
             waker: runnable.waker(),
+            noted: Noted::default(),
         },
         next: None,
         upstream: None,
@@ -471,6 +485,8 @@ where
         strand_link: AtomicUsize::new(0),
         id: TaskId::next(),
         location: Location::caller(),
+        state: crate::watch::new_state(),
+        booking: UnsafeCell::new(None),
     };
     let schedule = move |runnable: Runnable, how: ScheduleInfo| {
         // The executor may run the task, to its end, on another thread as
@@ -487,6 +503,7 @@ where
         let info = unsafe { &*info };
         info.yielded
             .store(how.woken_while_running, Ordering::Relaxed);
+        info.state.store(crate::watch::QUEUED, Ordering::Relaxed);
         schedule_catching(info, runnable);
         drop(alive);
     };
@@ -562,6 +579,8 @@ enum State<T> {
         info: InfoRef,
         /// Wakes the task to be aborted (and keeps its allocation alive).
         waker: Waker,
+        /// The wait for this task noted for task dumps, while one lasts.
+        noted: Noted,
     },
     /// Boxed: rare (a refusal, a section run on the spot that panicked),
     /// and the largest variant, which every handle would pay for.
@@ -881,7 +900,9 @@ impl<T> JoinHandle<T> {
         early_abort: bool,
     ) -> Poll<Result<T, TaskError>> {
         match &mut self.state {
-            State::Running { task, info, .. } => {
+            State::Running {
+                task, info, noted, ..
+            } => {
                 let info = info.get();
                 let task = task.as_mut().expect("task is held until drop");
                 if early_abort && info.aborted.load(Ordering::Acquire) && !task.is_finished() {
@@ -891,9 +912,14 @@ impl<T> JoinHandle<T> {
                 let polled = Pin::new(task).poll(cx);
                 if polled.is_ready() {
                     crate::coop::spend();
+                    noted.done();
                 }
                 match polled {
                     Poll::Pending => {
+                        noted.waiting(current_task(), || WaitOn::Task {
+                            id: info.id,
+                            queued_on: info.with_executor(|ex| ex.lock_book(INTERNAL)).map(|b| b.0),
+                        });
                         crate::section::check_not_blocking_on("a task or section", || {
                             let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());
                             (strand, current_task_id())

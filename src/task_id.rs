@@ -51,6 +51,11 @@ impl TaskId {
         TaskId(NonZeroU64::new(id).expect("ids start at 1 and a u64 does not wrap"))
     }
 
+    /// The id numbered `n`, if `n` can be one.
+    pub(crate) fn from_u64(n: u64) -> Option<TaskId> {
+        NonZeroU64::new(n).map(TaskId)
+    }
+
     /// The id as a number.
     ///
     /// # Examples

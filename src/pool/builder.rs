@@ -4,10 +4,12 @@ use std::fmt;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use crossbeam_deque::Injector;
 use event_listener::Event;
 
+use super::stall::{self, Stall, StallHandler, StallWatch};
 use super::{idle, worker, Hook, PanicHandler, Shared, ThreadPool, OPEN};
 use crate::error::PanicPayload;
 
@@ -37,6 +39,8 @@ pub struct Builder {
     on_start: Option<Hook>,
     on_stop: Option<Hook>,
     on_panic: Option<PanicHandler>,
+    stall_threshold: Option<Duration>,
+    on_stall: Option<StallHandler>,
 }
 
 /// Why [`Builder::build`] failed.
@@ -60,7 +64,13 @@ pub enum BuildError {
     ZeroMaxPending,
     /// The name holds a NUL byte, which no OS thread name can.
     InvalidName(String),
-    /// The operating system refused to start a worker thread.
+    /// `stall_threshold(Duration::ZERO)`: every poll would be a stall.
+    ZeroStallThreshold,
+    /// `on_stall` without `stall_threshold`: nothing says how long a poll
+    /// may run.
+    OnStallWithoutThreshold,
+    /// The operating system refused to start a worker thread (or the
+    /// stall watcher's).
     Spawn(std::io::Error),
 }
 
@@ -77,6 +87,14 @@ impl fmt::Display for BuildError {
                 f,
                 "the pool name {name:?} holds a NUL byte, which a thread name cannot: use a name \
                  without one"
+            ),
+            BuildError::ZeroStallThreshold => f.write_str(
+                "stall_threshold(0) would report every poll: use a duration of at least a \
+                 millisecond, or leave it unset to turn stall detection off",
+            ),
+            BuildError::OnStallWithoutThreshold => f.write_str(
+                "on_stall needs stall_threshold(d) too: say how long a poll may run before it is \
+                 reported",
             ),
             BuildError::Spawn(e) => write!(f, "could not start a worker thread: {e}"),
         }
@@ -102,6 +120,8 @@ impl Default for Builder {
             on_start: None,
             on_stop: None,
             on_panic: None,
+            stall_threshold: None,
+            on_stall: None,
         }
     }
 }
@@ -276,6 +296,45 @@ impl Builder {
         self
     }
 
+    /// Turns stall detection on: a task poll that runs longer than
+    /// `threshold` without returning is reported once, while it still runs,
+    /// as a [`Stall`] (task id, worker thread, spawn location, how long it
+    /// has run) to [`on_stall`](Builder::on_stall), or printed to standard
+    /// error without one; with the `tracing` feature it is also a `warn`
+    /// event, target `viaduct`, message `stall`. A thread named
+    /// `{name}-watch` looks at the workers every eighth of the threshold;
+    /// the workers themselves do no more than without it. Off by default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::pool::BuildError;
+    /// use viaduct::ThreadPool;
+    ///
+    /// let pool = ThreadPool::builder().stall_threshold(Duration::from_millis(100)).build();
+    /// assert!(pool.is_ok());
+    /// let err = ThreadPool::builder().stall_threshold(Duration::ZERO).build().unwrap_err();
+    /// assert!(matches!(err, BuildError::ZeroStallThreshold));
+    /// ```
+    pub fn stall_threshold(mut self, threshold: Duration) -> Self {
+        self.stall_threshold = Some(threshold);
+        self
+    }
+
+    /// Receives each [`Stall`] (see
+    /// [`stall_threshold`](Builder::stall_threshold), which must be set
+    /// too), on the watcher thread. A panic in it is caught and reported
+    /// like a detached task's panic; the watcher goes on.
+    ///
+    /// # Examples
+    ///
+    /// See [`Stall`].
+    pub fn on_stall(mut self, f: impl Fn(&Stall) + Send + Sync + 'static) -> Self {
+        self.on_stall = Some(Arc::new(f));
+        self
+    }
+
     /// Starts the pool.
     ///
     /// # Errors
@@ -310,6 +369,15 @@ impl Builder {
         if self.name.contains('\0') {
             return Err(BuildError::InvalidName(self.name));
         }
+        let stall_watch = match (self.stall_threshold, self.on_stall) {
+            (Some(Duration::ZERO), _) => return Err(BuildError::ZeroStallThreshold),
+            (None, Some(_)) => return Err(BuildError::OnStallWithoutThreshold),
+            (Some(threshold), on_stall) => Some(StallWatch {
+                threshold,
+                on_stall,
+            }),
+            (None, None) => None,
+        };
         let workers: Vec<_> = (0..n).map(|_| worker::Queues::new()).collect();
         let shared = Arc::new_cyclic(|me| Shared {
             me: me.clone(),
@@ -333,6 +401,8 @@ impl Builder {
             on_start: self.on_start,
             on_stop: self.on_stop,
             on_panic: self.on_panic,
+            books: crate::watch::Books::new(n),
+            watcher: Default::default(),
         });
         let pool = ThreadPool { shared };
         // Set explicitly, so that `block_on` knows how much stack it has.
@@ -350,6 +420,19 @@ impl Builder {
                     let missing = n - index;
                     pool.shared.running_workers.fetch_sub(missing - 1, SeqCst);
                     pool.shared.worker_exited();
+                    pool.shared.stop();
+                    let _ = pool.join_workers();
+                    return Err(BuildError::Spawn(e));
+                }
+            }
+        }
+        if let Some(watch) = stall_watch {
+            match stall::start(&pool.shared, watch) {
+                Ok(t) => {
+                    let _ = pool.shared.watcher.set(t.thread().clone());
+                    crate::loom::lock_std(&pool.shared.threads).push(t);
+                }
+                Err(e) => {
                     pool.shared.stop();
                     let _ = pool.join_workers();
                     return Err(BuildError::Spawn(e));

@@ -45,9 +45,11 @@ mod builder;
 mod idle;
 mod job;
 mod join;
+mod stall;
 mod worker;
 
 pub use builder::{BuildError, Builder};
+pub use stall::Stall;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
@@ -120,6 +122,10 @@ pub(crate) struct Shared {
     on_start: Option<Hook>,
     on_stop: Option<Hook>,
     on_panic: Option<PanicHandler>,
+    /// What each worker polls, and the tasks that waited on it.
+    books: Arc<crate::watch::Books>,
+    /// The stall watcher, if any: woken when the pool terminates.
+    watcher: std::sync::OnceLock<thread::Thread>,
     /// This very `Shared`, for admissions made through `&self`.
     me: Weak<Shared>,
 }
@@ -542,6 +548,34 @@ impl ThreadPool {
         join::join(&self.shared, a, b)
     }
 
+    /// Every live task of the pool: what it does and what it waits on,
+    /// with the cycles of tasks waiting on each other (see
+    /// [`dump`](crate::dump)). Takes a lock per worker briefly; the pool
+    /// runs on meanwhile, so the dump is a snapshot, not an instant.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::dump::TaskState;
+    /// use viaduct::{ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let line = line!() + 1;
+    /// let parked = pool.spawn(std::future::pending::<()>());
+    /// while !pool.dump().tasks().iter().any(|t| Some(t.id()) == parked.id()) {
+    ///     std::thread::yield_now(); // until its first poll has returned
+    /// }
+    /// let dump = pool.dump();
+    /// let entry = dump.task(parked.id().unwrap()).unwrap();
+    /// assert_eq!(entry.state(), &TaskState::Waiting);
+    /// assert_eq!(entry.location().line(), line);
+    /// println!("{dump}");
+    /// ```
+    pub fn dump(&self) -> crate::dump::TaskDump {
+        let s = &self.shared;
+        crate::dump::TaskDump::collect(&s.name, &s.books, s.live())
+    }
+
     /// A snapshot of the pool's counters.
     ///
     /// # Examples
@@ -623,6 +657,9 @@ impl Shared {
     fn worker_exited(&self) {
         if self.running_workers.fetch_sub(1, SeqCst) == 1 {
             self.terminated.store(true, SeqCst);
+            if let Some(watcher) = self.watcher.get() {
+                watcher.unpark();
+            }
             self.drain_injector();
             self.all_exited.notify(usize::MAX);
         }

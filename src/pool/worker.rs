@@ -118,6 +118,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         last_look: Cell::new(Instant::now()),
     };
     WORKER.with(|w| w.set(&ctx));
+    let here = crate::watch::Here {
+        books: ctx.shared.books.clone(),
+        index,
+    };
+    let watched = crate::watch::enter_worker(&here);
     ctx.hook(ctx.shared.on_start.as_deref());
     loop {
         if ctx.shared.stopping() {
@@ -142,6 +147,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         Job::Fork(fork).run();
     }
     ctx.hook(ctx.shared.on_stop.as_deref());
+    drop(watched);
     WORKER.with(|w| w.set(std::ptr::null()));
     ctx.shared.worker_exited();
 }

@@ -16,6 +16,7 @@ use crate::executor::{admit, past_limit, report, try_admit, Admission, Exec, Exe
 use crate::section::Frame;
 use crate::task::{create_daemon, current_task_id, task_id, with_current_task, Daemon};
 use crate::trace::trace_event;
+use crate::watch::LockBook;
 
 /// How many items the runner handles in one poll before it wakes itself
 /// and returns, so that the rest of its executor's work runs in between.
@@ -69,11 +70,17 @@ pub(crate) struct Core {
     posts: Busy<Admission>,
     queued: AtomicU64,
     batches: AtomicU64,
+    /// Who holds the strand, for task dumps.
+    pub(crate) book: Arc<LockBook>,
 }
 
 impl Core {
     /// A strand over `inner`, for the shared state `me` will point at.
-    pub(super) fn new<D: Send + Sync + 'static>(me: &Weak<Shared<D>>, inner: Exec) -> Core {
+    pub(super) fn new<D: Send + Sync + 'static>(
+        me: &Weak<Shared<D>>,
+        inner: Exec,
+        book: LockBook,
+    ) -> Core {
         // The runner is made now, started by the first submission. It
         // holds the strand weakly: the strand holds its waker.
         let runner = Runner { shared: me.clone() };
@@ -93,6 +100,7 @@ impl Core {
             queued: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             inline: AtomicU64::new(0),
+            book: Arc::new(book),
         }
     }
 
@@ -255,13 +263,18 @@ impl Core {
             match unsafe { self.next(&mut posts) } {
                 Some(Item::Task(runnable)) => {
                     frame.set_task(task_id(runnable.metadata()));
+                    self.book.held_by(Some(runnable.metadata().id()));
                     runnable.run();
+                    self.book.released();
                 }
                 Some(Item::Node(call)) => {
                     // A posted closure runs in the runner's own task.
                     frame.set_task(frame.outer());
                     posts += 1;
-                    match call.run() {
+                    self.book.held_by(None);
+                    let ran = call.run();
+                    self.book.released();
+                    match ran {
                         Ran::Done => {}
                         Ran::Panicked(payload) => self.report_post_panic(payload),
                         Ran::Granted => debug_assert!(false, "lock requests are granted in `next`"),

@@ -49,7 +49,8 @@ use crate::error::{Panic, PanicPayload, TaskError};
 use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
-use crate::task::{current_task_id, current_task_sink, reporting_panics, JoinHandle};
+use crate::task::{current_task, current_task_id, current_task_sink, reporting_panics, JoinHandle};
+use crate::watch::{LockBook, LockKind, Noted, WaitOn};
 
 /// Data owned by a strand: an async mutex whose critical sections can run
 /// on the strand or in the caller's task, in one FIFO order.
@@ -140,11 +141,14 @@ impl<T: Send + 'static> Guarded<T> {
     /// block_on(names.with(|v| v.push("b"))).unwrap();
     /// assert_eq!(*block_on(names.lock()), ["a", "b"]);
     /// ```
+    #[track_caller]
     pub fn new<E: Executor + Clone>(executor: E, value: T) -> Self {
+        let kind = LockKind::Guarded(std::any::type_name::<T>());
         Guarded {
             shared: Shared::new(
                 crate::executor::home_of(&executor),
                 Slot(UnsafeCell::new(value)),
+                LockBook::new(kind, std::panic::Location::caller()),
             ),
             _owner: Exec::new(executor),
         }
@@ -205,7 +209,9 @@ impl<T: Send + 'static> Guarded<T> {
             let me = current_task_id();
             let frame = Frame::new(core.id(), me, me);
             let entered = frame.enter();
+            core.book.held_by(current_task());
             let result = catch_unwind(AssertUnwindSafe(|| f(value)));
+            core.book.released();
             drop(entered);
             // SAFETY: this thread took the strand with `acquire_briefly`
             // and gives it up.
@@ -274,6 +280,7 @@ impl<T: Send + 'static> Guarded<T> {
         Lock {
             guarded: self,
             state: self.request(),
+            noted: Noted::default(),
         }
     }
 
@@ -303,6 +310,7 @@ impl<T: Send + 'static> Guarded<T> {
         LockOwned {
             guarded: self.clone(),
             state: self.request(),
+            noted: Noted::default(),
         }
     }
 
@@ -323,9 +331,13 @@ impl<T: Send + 'static> Guarded<T> {
     /// assert_eq!(*g.try_lock().unwrap(), 6);
     /// ```
     pub fn try_lock(&self) -> Option<Guard<'_, T>> {
-        self.shared.core.try_acquire().then(|| Guard {
-            guarded: self,
-            _value: PhantomData,
+        let core = &self.shared.core;
+        core.try_acquire().then(|| {
+            core.book.held_by(current_task());
+            Guard {
+                guarded: self,
+                _value: PhantomData,
+            }
         })
     }
 
@@ -436,6 +448,7 @@ impl<T> fmt::Debug for Guarded<T> {
 pub struct Lock<'a, T> {
     guarded: &'a Guarded<T>,
     state: LockState,
+    noted: Noted,
 }
 
 enum LockState {
@@ -454,21 +467,24 @@ impl LockState {
     fn poll_owned<T>(
         &mut self,
         guarded: &Guarded<T>,
+        noted: &mut Noted,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Arc<Waiter>>> {
         ready!(crate::coop::poll_proceed(cx));
+        let core = &guarded.shared.core;
         match self {
             LockState::Held => {}
             LockState::Waiting(waiter) => {
                 if waiter.poll_granted(cx).is_pending() {
-                    section::check_not_blocking_on("the lock", || {
-                        (guarded.shared.core.id(), current_task_id())
-                    });
+                    section::check_not_blocking_on("the lock", || (core.id(), current_task_id()));
+                    noted.waiting(current_task(), || WaitOn::Lock(core.book.clone()));
                     return Poll::Pending;
                 }
             }
             LockState::Done => panic!("a lock request polled after it returned its guard"),
         }
+        noted.done();
+        core.book.held_by(current_task());
         crate::coop::spend();
         Poll::Ready(match std::mem::replace(self, LockState::Done) {
             LockState::Waiting(waiter) => Some(waiter),
@@ -501,7 +517,7 @@ impl<'a, T: Send + 'static> Future for Lock<'a, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Guard<'a, T>> {
         let this = self.get_mut();
-        let spare = ready!(this.state.poll_owned(this.guarded, cx));
+        let spare = ready!(this.state.poll_owned(this.guarded, &mut this.noted, cx));
         let guard = Guard {
             guarded: this.guarded,
             _value: PhantomData,
@@ -535,6 +551,7 @@ impl<T> Drop for Lock<'_, T> {
 pub struct LockOwned<T> {
     guarded: Guarded<T>,
     state: LockState,
+    noted: Noted,
 }
 
 impl<T: Send + 'static> Future for LockOwned<T> {
@@ -542,7 +559,7 @@ impl<T: Send + 'static> Future for LockOwned<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OwnedGuard<T>> {
         let this = self.get_mut();
-        let spare = ready!(this.state.poll_owned(&this.guarded, cx));
+        let spare = ready!(this.state.poll_owned(&this.guarded, &mut this.noted, cx));
         let guard = OwnedGuard {
             guarded: this.guarded.clone(),
             _value: PhantomData,
@@ -604,8 +621,10 @@ impl<T> DerefMut for OwnedGuard<T> {
 
 impl<T> Drop for OwnedGuard<T> {
     fn drop(&mut self) {
+        let core = &self.guarded.shared.core;
+        core.book.released();
         // SAFETY: the guard owns the strand (see `deref`) and gives it up.
-        unsafe { self.guarded.shared.core.hand_on() };
+        unsafe { core.hand_on() };
     }
 }
 
@@ -664,8 +683,10 @@ impl<T> DerefMut for Guard<'_, T> {
 
 impl<T> Drop for Guard<'_, T> {
     fn drop(&mut self) {
+        let core = &self.guarded.shared.core;
+        core.book.released();
         // SAFETY: the guard owns the strand (see `deref`) and gives it up.
-        unsafe { self.guarded.shared.core.hand_on() };
+        unsafe { core.hand_on() };
     }
 }
 

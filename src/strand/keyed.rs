@@ -21,6 +21,7 @@ use crate::executor::report;
 use crate::executor::{Exec, Executor};
 use crate::loom::lock_std as lock;
 use crate::task::{current_task_sink, reporting_panics, JoinHandle};
+use crate::watch::{LockBook, LockKind};
 
 /// Shards of the key map: keys spread over several locks, so submitters
 /// of different keys rarely meet.
@@ -238,11 +239,17 @@ impl<K: Hash + Eq + Clone> Keys<K> {
     /// Counts a task of `key` in; returns the key's shard and strand. A
     /// panic of `K`'s `Hash` or `Eq` here reaches the caller of `spawn`,
     /// and leaves the map as it was.
+    #[track_caller]
     fn enter(&self, key: &K) -> (usize, Arc<Shared<()>>) {
+        let location = std::panic::Location::caller();
         let i = self.shard_of(key);
         let mut shard = lock(&self.shards[i]);
         let entry = shard.entry(key.clone()).or_insert_with(|| Entry {
-            strand: Shared::new(self.inner.clone(), ()),
+            strand: Shared::new(
+                self.inner.clone(),
+                (),
+                LockBook::new(LockKind::Keyed, location),
+            ),
             live: 0,
         });
         entry.live += 1;

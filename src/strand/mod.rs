@@ -109,10 +109,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::error::RejectReason;
+use crate::executor::LockRef;
 use crate::executor::{home_of, Admission, Exec, Executor, Internal, Runnable};
 use crate::section;
 use crate::spawn::impl_spawn;
 use crate::task::{current_task_id, spawn_or_reject, JoinHandle};
+use crate::watch::{LockBook, LockKind};
 pub use guarded::{Guard, Guarded, Lock, LockOwned, OwnedGuard};
 pub use keyed::KeyedStrands;
 use queue::Item;
@@ -225,9 +227,11 @@ impl Strand {
     /// manual.run_until_idle(); // the strand runs on the manual executor
     /// assert_eq!(block_on(h).unwrap(), 7);
     /// ```
+    #[track_caller]
     pub fn new<E: Executor + Clone>(executor: E) -> Strand {
+        let book = LockBook::new(LockKind::Strand, std::panic::Location::caller());
         Strand {
-            shared: Shared::new(home_of(&executor), ()),
+            shared: Shared::new(home_of(&executor), (), book),
             _owner: Exec::new(executor),
         }
     }
@@ -387,9 +391,9 @@ pub(crate) struct Shared<D> {
 }
 
 impl<D: Send + Sync + 'static> Shared<D> {
-    pub(crate) fn new(inner: Exec, data: D) -> Arc<Self> {
+    pub(crate) fn new(inner: Exec, data: D, book: LockBook) -> Arc<Self> {
         Arc::new_cyclic(|me| Shared {
-            core: Core::new(me, inner),
+            core: Core::new(me, inner, book),
             data,
         })
     }
@@ -429,6 +433,9 @@ impl<D: Send + Sync + 'static> Executor for Shared<D> {
     }
     fn admission(&self, wait: bool, _: Internal) -> Result<Admission, RejectReason> {
         self.core.admission(wait)
+    }
+    fn lock_book(&self, _: Internal) -> Option<LockRef> {
+        Some(LockRef(self.core.book.clone()))
     }
 }
 

@@ -143,6 +143,22 @@ pub struct Periodic {
 }
 
 impl Periodic {
+    /// The job's task id, as stall reports and task dumps show it (`None`
+    /// if the executor refused it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::{ManualExecutor, TimedExt};
+    ///
+    /// let job = ManualExecutor::new().execute_every(Duration::from_secs(1), || ());
+    /// assert!(job.id().is_some());
+    /// ```
+    pub fn id(&self) -> Option<crate::TaskId> {
+        self.join.id()
+    }
+
     /// Stops the job: no run starts after this returns (one in progress
     /// finishes). Returns `false` if it had stopped already.
     ///

@@ -134,6 +134,22 @@ pub struct Scheduled<T> {
 }
 
 impl<T> Scheduled<T> {
+    /// The job's task id, as stall reports and task dumps show it (`None`
+    /// if the executor refused it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::{ManualExecutor, TimedExt};
+    ///
+    /// let job = ManualExecutor::new().execute_after(Duration::from_secs(1), || ());
+    /// assert!(job.id().is_some());
+    /// ```
+    pub fn id(&self) -> Option<crate::TaskId> {
+        self.join.id()
+    }
+
     /// Cancels the task if it has not started. Returns `true` if it will
     /// never run (awaiting the handle then gives
     /// [`TaskError::Cancelled`]), `false` if it has started or finished

@@ -13,6 +13,8 @@ use pin_project::pin_project;
 use super::entry::{Action, Entry, FIRED, IDLE, LINKED};
 use super::wheel::Inserted;
 use super::Timer;
+use crate::task::current_task;
+use crate::watch::{Noted, WaitOn};
 
 /// A future that completes at a deadline: made by [`sleep`](super::sleep),
 /// [`sleep_until`](super::sleep_until) or the [`Timer`] methods of the same
@@ -56,6 +58,8 @@ pub struct Sleep {
     /// time catches the rest, never early.)
     seen: u64,
     entry: Entry,
+    /// The wait noted for task dumps while this sleep is pending.
+    noted: Noted,
     /// The wheel points at `entry` while it is linked.
     _pinned: PhantomPinned,
 }
@@ -67,6 +71,7 @@ impl Sleep {
             timer,
             deadline,
             seen: now,
+            noted: Noted::default(),
             _pinned: PhantomPinned,
         }
     }
@@ -154,9 +159,17 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         std::task::ready!(crate::coop::poll_proceed(cx));
-        let elapsed = self.into_ref().get_ref().poll_elapsed(cx);
+        // SAFETY: only `noted`, which is not pinned, is touched through the
+        // `&mut`; the entry stays in place.
+        let this = unsafe { self.get_unchecked_mut() };
+        let elapsed = this.poll_elapsed(cx);
         if elapsed.is_ready() {
             crate::coop::spend();
+            this.noted.done();
+        } else {
+            let deadline = this.deadline();
+            this.noted
+                .waiting(current_task(), || WaitOn::Timer(deadline));
         }
         elapsed
     }

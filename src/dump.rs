@@ -1,0 +1,551 @@
+//! Task dumps: every live task of a pool, what it is doing, what it waits
+//! on, and the cycles of tasks that wait on each other.
+//!
+//! [`ThreadPool::dump`](crate::ThreadPool::dump) takes a [`TaskDump`]; its
+//! `Display` is a table a person can read, and
+//! [`deadlocks`](TaskDump::deadlocks) finds the cycles of its wait-for
+//! graph: a task waits on a `Guarded` lock or strand held by a task that
+//! waits on...
+//!
+//! # Examples
+//!
+//! Two tasks that lock two values in opposite orders:
+//!
+//! ```
+//! use std::time::Duration;
+//! use viaduct::{ExecutorExt, Guarded, ThreadPool};
+//!
+//! let pool = ThreadPool::builder().threads(2).build().unwrap();
+//! let (a, b) = (Guarded::new(pool.clone(), 0), Guarded::new(pool.clone(), 0));
+//! let (a2, b2) = (a.clone(), b.clone());
+//! let first = pool.spawn(async move {
+//!     let _a = a.lock().await;
+//!     viaduct::time::sleep(Duration::from_millis(50)).await;
+//!     let _b = b.lock().await; // never granted
+//! });
+//! let second = pool.spawn(async move {
+//!     let _b = b2.lock().await;
+//!     viaduct::time::sleep(Duration::from_millis(50)).await;
+//!     let _a = a2.lock().await; // never granted
+//! });
+//! let dump = loop {
+//!     std::thread::sleep(Duration::from_millis(20));
+//!     let dump = pool.dump();
+//!     if !dump.deadlocks().is_empty() {
+//!         break dump;
+//!     }
+//! };
+//! let cycle = &dump.deadlocks()[0];
+//! let mut ids: Vec<_> = cycle.steps().iter().map(|s| s.task()).collect();
+//! ids.sort();
+//! let mut expected = vec![first.id().unwrap(), second.id().unwrap()];
+//! expected.sort();
+//! assert_eq!(ids, expected);
+//! println!("{dump}"); // the table, then the cycle
+//! first.abort();
+//! second.abort();
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::panic::Location;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::task_id::TaskId;
+use crate::watch::{self, Books, Holder, LockBook, LockKind, WaitOn};
+
+/// Every live task of a pool, as [`ThreadPool::dump`](crate::ThreadPool::dump)
+/// found them.
+///
+/// A task is listed once it has been polled: while it runs, and after its
+/// first poll that did not finish it. Tasks accepted but never started yet
+/// are only counted ([`not_started`](TaskDump::not_started)); they hold
+/// nothing and wait on nothing.
+#[derive(Clone, Debug)]
+pub struct TaskDump {
+    pool: String,
+    tasks: Vec<TaskEntry>,
+    not_started: u64,
+}
+
+/// One task of a [`TaskDump`].
+#[derive(Clone, Debug)]
+pub struct TaskEntry {
+    id: TaskId,
+    location: &'static Location<'static>,
+    state: TaskState,
+    waits: Vec<WaitsOn>,
+}
+
+/// What a task is doing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskState {
+    /// In a queue, to be polled.
+    Queued,
+    /// Being polled, on the named worker thread (`None`: a poll that
+    /// another poll on its thread has interrupted, or one off the pool's
+    /// workers).
+    Running {
+        /// The worker thread's name.
+        worker: Option<String>,
+    },
+    /// Waiting to be woken.
+    Waiting,
+}
+
+/// What a waiting task waits on, when that is one of viaduct's primitives.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum WaitsOn {
+    /// A [`Guarded`](crate::Guarded) lock (or a strand).
+    Lock(LockEntry),
+    /// The handle of another task.
+    Task(TaskId),
+    /// The handle of a section queued on a `Guarded` value or strand (a
+    /// [`with`](crate::Guarded::with)), which runs once the holder lets go.
+    Section {
+        /// The section's task.
+        task: TaskId,
+        /// The value or strand it is queued on.
+        lock: LockEntry,
+    },
+    /// A timer.
+    Timer {
+        /// When it fires.
+        deadline: Instant,
+    },
+}
+
+/// A `Guarded` value or strand, as a dump saw it.
+#[derive(Clone)]
+pub struct LockEntry {
+    book: Arc<LockBook>,
+    holder: Holder,
+}
+
+impl LockEntry {
+    fn new(book: Arc<LockBook>) -> LockEntry {
+        let holder = book.holder();
+        LockEntry { book, holder }
+    }
+
+    /// What it is: `Guarded<T>` with the value's type, `Strand`, or
+    /// `KeyedStrands key`.
+    pub fn name(&self) -> String {
+        match self.book.kind {
+            LockKind::Strand => "Strand".to_owned(),
+            LockKind::Guarded(ty) => format!("Guarded<{ty}>"),
+            LockKind::Keyed => "KeyedStrands key".to_owned(),
+        }
+    }
+
+    /// Where it was created (for a key of `KeyedStrands`, where the key's
+    /// first task was spawned).
+    pub fn location(&self) -> &'static Location<'static> {
+        self.book.location
+    }
+
+    /// The task holding it, if a task does.
+    pub fn holder(&self) -> Option<TaskId> {
+        match self.holder {
+            Holder::Task(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// `true` if something holds it: a task, or code that is not one (a
+    /// posted closure, a thread outside any task).
+    pub fn is_held(&self) -> bool {
+        self.holder != Holder::Free
+    }
+
+    /// Two entries of the same value or strand.
+    pub fn same_as(&self, other: &LockEntry) -> bool {
+        Arc::ptr_eq(&self.book, &other.book)
+    }
+}
+
+impl fmt::Debug for LockEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockEntry")
+            .field("name", &self.name())
+            .field("location", &format_args!("{}", self.location()))
+            .field("holder", &self.holder)
+            .finish()
+    }
+}
+
+impl fmt::Display for LockEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} created at {}", self.name(), self.location())?;
+        match self.holder {
+            Holder::Free => f.write_str(", free"),
+            Holder::Task(id) => write!(f, ", held by task {id}"),
+            Holder::NotATask => f.write_str(", held outside any task"),
+        }
+    }
+}
+
+impl fmt::Display for WaitsOn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitsOn::Lock(lock) => write!(f, "lock of {lock}"),
+            WaitsOn::Task(id) => write!(f, "task {id}"),
+            WaitsOn::Section { task, lock } => write!(f, "section {task} queued on {lock}"),
+            WaitsOn::Timer { deadline } => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                write!(f, "timer due in {} ms", left.as_millis())
+            }
+        }
+    }
+}
+
+impl TaskEntry {
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// Where it was spawned.
+    pub fn location(&self) -> &'static Location<'static> {
+        self.location
+    }
+
+    /// What it is doing.
+    pub fn state(&self) -> &TaskState {
+        &self.state
+    }
+
+    /// What it waits on (empty if it waits on nothing of viaduct's, or
+    /// does not wait).
+    pub fn waits_on(&self) -> &[WaitsOn] {
+        &self.waits
+    }
+}
+
+impl TaskDump {
+    /// Collects the dump of the pool named `pool` from its books; `live`
+    /// is its count of accepted tasks not yet over.
+    pub(crate) fn collect(pool: &str, books: &Books, live: u64) -> TaskDump {
+        let worker_name = |i: usize| format!("{pool}-{i}");
+        let mut running: HashMap<TaskId, (String, &'static Location<'static>)> = HashMap::new();
+        for (i, book) in books.workers().enumerate() {
+            if let Some((id, location)) = book.running.read().task {
+                running.insert(id, (worker_name(i), location));
+            }
+        }
+        let mut tasks: BTreeMap<TaskId, TaskEntry> = BTreeMap::new();
+        for book in books.workers() {
+            for t in book.tasks() {
+                let state = match (running.get(&t.id), t.state) {
+                    (Some((worker, _)), _) => TaskState::Running {
+                        worker: Some(worker.clone()),
+                    },
+                    (None, watch::RUNNING) => TaskState::Running { worker: None },
+                    (None, watch::WAITING) => TaskState::Waiting,
+                    _ => TaskState::Queued,
+                };
+                tasks.insert(
+                    t.id,
+                    TaskEntry {
+                        id: t.id,
+                        location: t.location,
+                        state,
+                        waits: Vec::new(),
+                    },
+                );
+            }
+        }
+        for (id, (worker, location)) in running {
+            tasks.entry(id).or_insert(TaskEntry {
+                id,
+                location,
+                state: TaskState::Running {
+                    worker: Some(worker),
+                },
+                waits: Vec::new(),
+            });
+        }
+        let listed: Vec<TaskId> = tasks.keys().copied().collect();
+        for entry in tasks.values_mut() {
+            entry.waits = watch::waits_of(entry.id)
+                .into_iter()
+                .map(|w| match w {
+                    WaitOn::Lock(book) => WaitsOn::Lock(LockEntry::new(book)),
+                    WaitOn::Task {
+                        id,
+                        queued_on: Some(book),
+                    } if listed.binary_search(&id).is_err() => WaitsOn::Section {
+                        task: id,
+                        lock: LockEntry::new(book),
+                    },
+                    WaitOn::Task { id, .. } => WaitsOn::Task(id),
+                    WaitOn::Timer(deadline) => WaitsOn::Timer { deadline },
+                })
+                .collect();
+        }
+        let tasks: Vec<TaskEntry> = tasks.into_values().collect();
+        TaskDump {
+            pool: pool.to_owned(),
+            not_started: live.saturating_sub(tasks.len() as u64),
+            tasks,
+        }
+    }
+
+    /// The listed tasks, by id.
+    pub fn tasks(&self) -> &[TaskEntry] {
+        &self.tasks
+    }
+
+    /// The listed task with this id.
+    pub fn task(&self, id: TaskId) -> Option<&TaskEntry> {
+        self.tasks
+            .binary_search_by_key(&id, TaskEntry::id)
+            .ok()
+            .map(|i| &self.tasks[i])
+    }
+
+    /// Tasks (and sections) the pool accepted that have not started yet:
+    /// counted, not listed.
+    pub fn not_started(&self) -> u64 {
+        self.not_started
+    }
+
+    /// The cycles of the wait-for graph: tasks that wait, through locks
+    /// and handles, on each other, so none of them will ever go on. Each
+    /// cycle is reported once.
+    pub fn deadlocks(&self) -> Vec<Deadlock> {
+        // Edges: a task waits on a task (a handle, or the holder of a lock
+        // or of the lock a section is queued on).
+        let edges: Vec<Vec<(usize, &WaitsOn)>> = self
+            .tasks
+            .iter()
+            .map(|t| {
+                t.waits
+                    .iter()
+                    .filter_map(|w| {
+                        let next = match w {
+                            WaitsOn::Lock(lock) | WaitsOn::Section { lock, .. } => lock.holder()?,
+                            WaitsOn::Task(id) => *id,
+                            WaitsOn::Timer { .. } => return None,
+                        };
+                        let i = self.tasks.binary_search_by_key(&next, TaskEntry::id).ok()?;
+                        Some((i, w))
+                    })
+                    .collect()
+            })
+            .collect();
+        strongly_connected(&edges)
+            .into_iter()
+            .filter_map(|scc| {
+                let cycle = cycle_within(&edges, &scc)?;
+                Some(Deadlock {
+                    steps: cycle
+                        .into_iter()
+                        .map(|(i, w)| DeadlockStep {
+                            task: self.tasks[i].id,
+                            location: self.tasks[i].location,
+                            waits_on: w.clone(),
+                        })
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Tarjan's strongly connected components, iteratively (a dump may hold
+/// many thousands of tasks).
+fn strongly_connected(edges: &[Vec<(usize, &WaitsOn)>]) -> Vec<Vec<usize>> {
+    let n = edges.len();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut sccs = Vec::new();
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        // (node, position in its edge list)
+        let mut work = vec![(root, 0)];
+        while let Some(&mut (v, ref mut pos)) = work.last_mut() {
+            if *pos == 0 {
+                index[v] = next;
+                low[v] = next;
+                next += 1;
+                stack.push(v);
+                on_stack[v] = true;
+            }
+            if let Some(&(w, _)) = edges[v].get(*pos) {
+                *pos += 1;
+                if index[w] == usize::MAX {
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(parent, _)) = work.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut scc = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    scc.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                sccs.push(scc);
+            }
+        }
+    }
+    sccs
+}
+
+/// One cycle inside a strongly connected component, starting at its
+/// smallest task; `None` for a single task that does not wait on itself.
+fn cycle_within<'a>(
+    edges: &[Vec<(usize, &'a WaitsOn)>],
+    scc: &[usize],
+) -> Option<Vec<(usize, &'a WaitsOn)>> {
+    let start = *scc.iter().min()?;
+    let inside = |i: usize| scc.contains(&i);
+    // Breadth-first from `start` inside the component back to `start`: the
+    // shortest cycle through it.
+    let mut came_from: HashMap<usize, (usize, &'a WaitsOn)> = HashMap::new();
+    let mut frontier = vec![start];
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for &v in &frontier {
+            for &(w, how) in &edges[v] {
+                if !inside(w) {
+                    continue;
+                }
+                if w == start {
+                    let mut cycle = vec![(v, how)];
+                    let mut at = v;
+                    while at != start {
+                        let (prev, how) = came_from[&at];
+                        cycle.push((prev, how));
+                        at = prev;
+                    }
+                    cycle.reverse();
+                    return Some(cycle);
+                }
+                if let std::collections::hash_map::Entry::Vacant(e) = came_from.entry(w) {
+                    e.insert((v, how));
+                    next.push(w);
+                }
+            }
+        }
+        frontier = next;
+    }
+    None
+}
+
+/// A cycle of tasks waiting on each other: each step's task waits on the
+/// next step's, the last on the first's.
+#[derive(Clone, Debug)]
+pub struct Deadlock {
+    steps: Vec<DeadlockStep>,
+}
+
+/// A task of a [`Deadlock`], and what it waits on.
+#[derive(Clone, Debug)]
+pub struct DeadlockStep {
+    task: TaskId,
+    location: &'static Location<'static>,
+    waits_on: WaitsOn,
+}
+
+impl Deadlock {
+    /// The tasks of the cycle, in wait order.
+    pub fn steps(&self) -> &[DeadlockStep] {
+        &self.steps
+    }
+}
+
+impl DeadlockStep {
+    /// The task.
+    pub fn task(&self) -> TaskId {
+        self.task
+    }
+
+    /// Where it was spawned.
+    pub fn location(&self) -> &'static Location<'static> {
+        self.location
+    }
+
+    /// What it waits on: held by, or being, the next step's task.
+    pub fn waits_on(&self) -> &WaitsOn {
+        &self.waits_on
+    }
+}
+
+impl fmt::Display for Deadlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "deadlock: {} task(s) wait on each other",
+            self.steps.len()
+        )?;
+        for step in &self.steps {
+            writeln!(
+                f,
+                "  task {} spawned at {} waits on {}",
+                step.task, step.location, step.waits_on
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskState::Queued => f.write_str("queued"),
+            TaskState::Running { worker: Some(w) } => write!(f, "running on {w}"),
+            TaskState::Running { worker: None } => f.write_str("running"),
+            TaskState::Waiting => f.write_str("waiting"),
+        }
+    }
+}
+
+impl fmt::Display for TaskDump {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "pool {:?}: {} task(s) listed, {} more not started",
+            self.pool,
+            self.tasks.len(),
+            self.not_started
+        )?;
+        writeln!(
+            f,
+            "{:<8} {:<22} {:<36} waits on",
+            "task", "state", "spawned at"
+        )?;
+        for t in &self.tasks {
+            let waits: Vec<String> = t.waits.iter().map(ToString::to_string).collect();
+            writeln!(
+                f,
+                "{:<8} {:<22} {:<36} {}",
+                t.id.to_string(),
+                t.state.to_string(),
+                t.location.to_string(),
+                waits.join("; ")
+            )?;
+        }
+        for deadlock in self.deadlocks() {
+            write!(f, "{deadlock}")?;
+        }
+        Ok(())
+    }
+}

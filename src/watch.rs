@@ -1,0 +1,405 @@
+//! The bookkeeping behind stall reports and task dumps: what each pool
+//! worker is polling, which tasks have waited, and on what.
+//!
+//! It is kept off the fast path:
+//!
+//! - A worker notes the task it polls in its own [`Running`] record, a
+//!   seqlock of plain stores on its own cache line.
+//! - A task enters its worker's book only when a poll of it first returns
+//!   `Pending`: most tasks finish in their first poll and never do. It
+//!   leaves the book when its future is dropped.
+//! - What a task waits on is noted only when one of viaduct's futures
+//!   returns `Pending` in it, in a table sharded by task id, and taken out
+//!   when that future is ready or dropped.
+//! - A [`LockBook`] notes which task holds a `Guarded` value or a strand:
+//!   one store when a section or guard starts, one when it ends.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::panic::Location;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
+
+use crate::executor::TaskInfo;
+use crate::loom::lock_std;
+use crate::slab::Slab;
+use crate::task_id::TaskId;
+
+/// A task's state as a dump shows it, in [`TaskInfo::state`].
+pub(crate) const QUEUED: u8 = 0;
+pub(crate) const RUNNING: u8 = 1;
+pub(crate) const WAITING: u8 = 2;
+
+/// The task a pool worker is polling: written by the worker only, read by
+/// the stall watcher and dumps.
+#[derive(Default)]
+pub(crate) struct Running {
+    /// Odd while the fields change; bumped by two at every poll's start
+    /// and end (a nested poll's too).
+    seq: AtomicU64,
+    /// The task's id, 0 when none.
+    task: AtomicU64,
+    location: AtomicPtr<Location<'static>>,
+}
+
+/// What a reader of a [`Running`] saw.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Seen {
+    /// Changes whenever a poll starts or ends on the worker.
+    pub(crate) seq: u64,
+    pub(crate) task: Option<(TaskId, &'static Location<'static>)>,
+}
+
+impl Running {
+    fn write(&self, task: u64, location: *mut Location<'static>) {
+        let seq = self.seq.load(Relaxed);
+        self.seq.store(seq.wrapping_add(1), Relaxed);
+        fence(Release);
+        self.task.store(task, Relaxed);
+        self.location.store(location, Relaxed);
+        self.seq.store(seq.wrapping_add(2), Release);
+    }
+
+    /// A consistent reading, taken between two writes.
+    pub(crate) fn read(&self) -> Seen {
+        loop {
+            let seq = self.seq.load(Acquire);
+            let task = self.task.load(Relaxed);
+            let location = self.location.load(Relaxed);
+            fence(Acquire);
+            if seq % 2 == 1 || self.seq.load(Relaxed) != seq {
+                std::hint::spin_loop();
+                continue;
+            }
+            let task = TaskId::from_u64(task).map(|id| {
+                // SAFETY: every non-null pointer stored is a
+                // `&'static Location` (see `enter_poll`), stored with its
+                // task id; a reading inside one write's bounds pairs them.
+                (id, unsafe { &*location })
+            });
+            return Seen { seq, task };
+        }
+    }
+}
+
+/// A pool worker's records: the task it polls, and the tasks first seen
+/// waiting on it.
+#[derive(Default)]
+pub(crate) struct WorkerBook {
+    pub(crate) running: Running,
+    tasks: Mutex<Slab<TaskPtr>>,
+}
+
+/// A booked task's metadata. Only read under its book's lock, which the
+/// task's future takes to leave the book before it is dropped.
+#[derive(Clone, Copy)]
+struct TaskPtr(NonNull<TaskInfo>);
+
+// SAFETY: a `TaskPtr` is only dereferenced under its book's lock, while
+// the task is in the book, and so alive (see `TaskPtr`); `TaskInfo` is
+// `Sync`.
+unsafe impl Send for TaskPtr {}
+
+/// A pool's records, one per worker.
+pub(crate) struct Books(Box<[CachePadded<WorkerBook>]>);
+
+impl Books {
+    pub(crate) fn new(workers: usize) -> Arc<Books> {
+        Arc::new(Books((0..workers).map(|_| Default::default()).collect()))
+    }
+
+    pub(crate) fn worker(&self, index: usize) -> &WorkerBook {
+        &self.0[index]
+    }
+
+    pub(crate) fn workers(&self) -> impl Iterator<Item = &WorkerBook> {
+        self.0.iter().map(|b| &**b)
+    }
+}
+
+/// A task in a book: what a dump lists of it.
+pub(crate) struct Booked {
+    pub(crate) id: TaskId,
+    pub(crate) location: &'static Location<'static>,
+    pub(crate) state: u8,
+}
+
+impl WorkerBook {
+    /// Every task in this book.
+    pub(crate) fn tasks(&self) -> Vec<Booked> {
+        let tasks = lock_std(&self.tasks);
+        tasks
+            .iter()
+            .map(|t| {
+                // SAFETY: the task is in the book, under its lock: alive.
+                let info = unsafe { t.0.as_ref() };
+                Booked {
+                    id: info.id,
+                    location: info.location,
+                    state: info.state.load(Relaxed),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Where a task is booked: set by the poll that books it, read when its
+/// future is dropped. Both hold the task's runnable, one at a time.
+pub(crate) struct Booking {
+    books: Arc<Books>,
+    worker: usize,
+    key: usize,
+}
+
+/// The worker running on this thread: its pool's books and its index.
+pub(crate) struct Here {
+    pub(crate) books: Arc<Books>,
+    pub(crate) index: usize,
+}
+
+thread_local! {
+    static HERE: Cell<*const Here> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Marks this thread as the worker `here` describes, until the returned
+/// guard drops; `here` must outlive it (it lives in the worker's frame).
+pub(crate) fn enter_worker(here: &Here) -> WorkerGuard {
+    HERE.with(|h| h.set(here));
+    WorkerGuard(())
+}
+
+/// Unmarks the thread when dropped. `HERE` is set by `enter_worker` to a
+/// `Here` that outlives this guard, on this thread only: a non-null
+/// `HERE` is live.
+pub(crate) struct WorkerGuard(());
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        HERE.with(|h| h.set(std::ptr::null()));
+    }
+}
+
+/// A task's poll in progress on a pool worker: undone when dropped.
+pub(crate) struct Polling {
+    here: NonNull<Here>,
+    /// The poll this one is nested in, to note again when it ends.
+    outer: (u64, *mut Location<'static>),
+}
+
+impl Polling {
+    fn here(&self) -> &Here {
+        // SAFETY: the `Here` of the worker running this thread, which
+        // outlives every poll the worker makes.
+        unsafe { self.here.as_ref() }
+    }
+
+    fn running(&self) -> &Running {
+        let here = self.here();
+        &here.books.worker(here.index).running
+    }
+}
+
+/// Notes that `info`'s task is being polled (on a pool worker, in its
+/// record; everywhere, in its state).
+#[inline]
+pub(crate) fn enter_poll(info: &TaskInfo) -> Option<Polling> {
+    info.state.store(RUNNING, Relaxed);
+    let here = NonNull::new(HERE.with(Cell::get).cast_mut())?;
+    // SAFETY: a non-null `HERE` is live (see `WorkerGuard`).
+    let running = unsafe { &here.as_ref().books.worker(here.as_ref().index).running };
+    let outer = (running.task.load(Relaxed), running.location.load(Relaxed));
+    let location = info.location as *const Location<'static> as *mut Location<'static>;
+    running.write(info.id.as_u64(), location);
+    Some(Polling { here, outer })
+}
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        self.running().write(self.outer.0, self.outer.1);
+    }
+}
+
+/// After a poll that returned `Pending`: the task is waiting (unless a
+/// wake-up queues it again, which comes after this), and enters the book
+/// of the worker that polled it if it is in none.
+#[inline]
+pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>) {
+    info.state.store(WAITING, Relaxed);
+    let Some(polling) = polling else { return };
+    // SAFETY: whoever polls the task holds its runnable, as whoever drops
+    // it does: one at a time.
+    let booking = unsafe { &mut *info.booking.get() };
+    if booking.is_some() {
+        return;
+    }
+    let here = polling.here();
+    let key = lock_std(&here.books.worker(here.index).tasks).insert(TaskPtr(NonNull::from(info)));
+    *booking = Some(Booking {
+        books: here.books.clone(),
+        worker: here.index,
+        key,
+    });
+}
+
+/// The task's future is being dropped: it leaves its book.
+pub(crate) fn task_ended(info: &TaskInfo) {
+    // SAFETY: as in `left_pending`.
+    if let Some(b) = unsafe { (*info.booking.get()).take() } {
+        lock_std(&b.books.worker(b.worker).tasks).remove(b.key);
+    }
+}
+
+/// The state cell of a new task.
+pub(crate) fn new_state() -> AtomicU8 {
+    AtomicU8::new(QUEUED)
+}
+
+/// Which task holds a `Guarded` value or a strand, and how to name it.
+pub(crate) struct LockBook {
+    /// The holder's task id; 0 when free, [`UNKNOWN_HOLDER`] when held by
+    /// code that is not a task (a post, a thread outside any task).
+    holder: AtomicU64,
+    pub(crate) kind: LockKind,
+    pub(crate) location: &'static Location<'static>,
+}
+
+/// What a [`LockBook`] is the book of.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum LockKind {
+    Strand,
+    /// A `Guarded` value, with the name of its type.
+    Guarded(&'static str),
+    /// A key's strand of a `KeyedStrands`.
+    Keyed,
+}
+
+/// A holder that is not a task.
+const UNKNOWN_HOLDER: u64 = u64::MAX;
+
+/// Who holds a lock, as a dump reads it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Holder {
+    Free,
+    Task(TaskId),
+    NotATask,
+}
+
+impl LockBook {
+    pub(crate) fn new(kind: LockKind, location: &'static Location<'static>) -> LockBook {
+        LockBook {
+            holder: AtomicU64::new(0),
+            kind,
+            location,
+        }
+    }
+
+    /// The lock is now held by `task`.
+    #[inline]
+    pub(crate) fn held_by(&self, task: Option<TaskId>) {
+        self.holder
+            .store(task.map_or(UNKNOWN_HOLDER, TaskId::as_u64), Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn released(&self) {
+        self.holder.store(0, Relaxed);
+    }
+
+    pub(crate) fn holder(&self) -> Holder {
+        match self.holder.load(Relaxed) {
+            0 => Holder::Free,
+            UNKNOWN_HOLDER => Holder::NotATask,
+            id => Holder::Task(TaskId::from_u64(id).expect("not 0")),
+        }
+    }
+}
+
+/// What a task waits on, as one of viaduct's futures notes it.
+#[derive(Clone)]
+pub(crate) enum WaitOn {
+    /// A `Guarded` lock or a strand.
+    Lock(Arc<LockBook>),
+    /// Another task's handle; `queued_on` is the strand the task belongs
+    /// to, if it does (a `with` section, which waits for the holder).
+    Task {
+        id: TaskId,
+        queued_on: Option<Arc<LockBook>>,
+    },
+    /// A timer.
+    Timer(Instant),
+}
+
+/// Shards of the wait table: enough that tasks on different workers
+/// rarely meet on one lock.
+const SHARDS: usize = 64;
+
+type Waits = HashMap<u64, Vec<(u64, WaitOn)>>;
+
+fn table() -> &'static [Mutex<Waits>; SHARDS] {
+    static TABLE: std::sync::OnceLock<[Mutex<Waits>; SHARDS]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| std::array::from_fn(|_| Mutex::new(HashMap::new())))
+}
+
+fn shard(task: u64) -> &'static Mutex<Waits> {
+    &table()[(task % SHARDS as u64) as usize]
+}
+
+/// A wait noted in the table, kept by the future that waits: taken out
+/// when it is done or dropped.
+#[derive(Default)]
+pub(crate) struct Noted(Option<(u64, u64)>);
+
+impl Noted {
+    /// Notes (once) that `task` (the task being polled on this thread, if
+    /// any) waits on what `what` says.
+    #[inline]
+    pub(crate) fn waiting(&mut self, task: Option<TaskId>, what: impl FnOnce() -> WaitOn) {
+        if self.0.is_some() {
+            return;
+        }
+        let Some(task) = task.map(TaskId::as_u64) else {
+            return;
+        };
+        static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+        let key = NEXT_KEY.fetch_add(1, Relaxed);
+        let wait = what();
+        lock_std(shard(task))
+            .entry(task)
+            .or_default()
+            .push((key, wait));
+        self.0 = Some((task, key));
+    }
+
+    /// The wait is over.
+    #[inline]
+    pub(crate) fn done(&mut self) {
+        if let Some((task, key)) = self.0.take() {
+            let mut waits = lock_std(shard(task));
+            if let Some(list) = waits.get_mut(&task) {
+                list.retain(|(k, _)| *k != key);
+                if list.is_empty() {
+                    waits.remove(&task);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Noted {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+/// What `task` waits on now.
+pub(crate) fn waits_of(task: TaskId) -> Vec<WaitOn> {
+    let waits = lock_std(shard(task.as_u64()));
+    waits
+        .get(&task.as_u64())
+        .map(|list| list.iter().map(|(_, w)| w.clone()).collect())
+        .unwrap_or_default()
+}

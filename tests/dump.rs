@@ -1,0 +1,306 @@
+//! Task dumps: states, spawn locations on every spawn path, what tasks
+//! wait on (locks and their holders, sections, handles, timers), and the
+//! cycles of the wait-for graph, each reported once.
+
+#[allow(dead_code)] // only `pool` and `within` are used here
+mod support;
+
+use std::future::pending;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use support::{pool, within};
+use viaduct::dump::{TaskDump, TaskState, WaitsOn};
+use viaduct::time::Timer;
+use viaduct::{
+    ExecutorExt, Guarded, JoinSet, KeyedStrands, PriorityExecutor, Strand, TaskId, ThreadPool,
+    TimedExt,
+};
+
+/// Dumps until `ready` holds for the dump (each task's first poll has to
+/// return first); the test's deadline bounds the wait.
+fn dump_when(pool: &ThreadPool, ready: impl Fn(&TaskDump) -> bool) -> TaskDump {
+    loop {
+        let dump = pool.dump();
+        if ready(&dump) {
+            return dump;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn listed(dump: &TaskDump, ids: &[Option<TaskId>]) -> bool {
+    ids.iter()
+        .all(|id| id.is_some_and(|id| dump.task(id).is_some()))
+}
+
+#[test]
+fn a_dump_lists_waiting_running_and_queued_tasks_and_counts_the_unstarted() {
+    within("states", || {
+        let pool = pool("states", 1);
+        let parked = pool.spawn(pending::<()>());
+        let (go, wait) = mpsc::channel::<()>();
+        let (started, running) = mpsc::channel::<()>();
+        let busy = pool.run(move || {
+            started.send(()).unwrap();
+            wait.recv().unwrap();
+        });
+        running.recv().unwrap();
+        let unstarted: Vec<_> = (0..3).map(|i| pool.run(move || i)).collect();
+        let dump = dump_when(&pool, |d| listed(d, &[parked.id(), busy.id()]));
+        let entry = |id: Option<TaskId>| dump.task(id.unwrap()).unwrap();
+        assert_eq!(entry(parked.id()).state(), &TaskState::Waiting);
+        assert_eq!(
+            entry(busy.id()).state(),
+            &TaskState::Running {
+                worker: Some("states-0".into())
+            }
+        );
+        assert_eq!(entry(busy.id()).location().file(), file!());
+        assert_eq!(dump.not_started(), 3);
+        let text = dump.to_string();
+        assert!(text.contains("running on states-0"), "{text}");
+        assert!(text.contains("waiting"), "{text}");
+        assert!(text.contains("3 more not started"), "{text}");
+        go.send(()).unwrap();
+        for h in unstarted {
+            viaduct::block_on(h).unwrap();
+        }
+        viaduct::block_on(busy).unwrap();
+        parked.abort();
+        // Everything over: nothing listed, nothing left behind.
+        let dump = dump_when(&pool, |d| d.tasks().is_empty());
+        assert_eq!(dump.not_started(), 0);
+    });
+}
+
+#[test]
+fn every_spawn_path_records_the_callers_line() {
+    within("locations", || {
+        let pool = pool("locations", 2);
+        let strand = Strand::new(pool.clone());
+        let guarded = Guarded::new(pool.clone(), ());
+        let keyed = KeyedStrands::new(pool.clone());
+        let priority = PriorityExecutor::new(pool.clone());
+        let timer = Timer::global();
+        let mut set = JoinSet::new();
+        let (_hold, blocker) = mpsc::channel::<()>();
+        let blocker = std::sync::Mutex::new(blocker);
+        let mut expected = Vec::new();
+        macro_rules! spawned {
+            ($e:expr) => {{
+                let line = line!();
+                let id = $e;
+                expected.push((id, line));
+            }};
+        }
+        spawned!(pool.spawn(pending::<()>()).id());
+        spawned!(pool
+            .spawn_cancellable(&Default::default(), pending::<()>())
+            .id());
+        spawned!(strand.spawn(pending::<()>()).id());
+        spawned!(keyed.spawn(1, pending::<()>()).id());
+        spawned!(priority.spawn_with(1, pending::<()>()).id());
+        spawned!(timer
+            .spawn_after(&pool, Duration::ZERO, pending::<()>())
+            .id());
+        spawned!(pool.spawn_after(Duration::ZERO, pending::<()>()).id());
+        spawned!(pool.spawn(pending::<u8>()).then(|x| x).id());
+        spawned!(set.spawn_on(pending::<()>(), &pool).id());
+        let section = move |_: &mut ()| {
+            let _ = blocker.lock().unwrap().recv();
+        };
+        spawned!(guarded.with(section).id());
+        let ids: Vec<_> = expected.iter().map(|(id, _)| *id).collect();
+        let dump = dump_when(&pool, |d| listed(d, &ids));
+        for (id, line) in expected {
+            let entry = dump.task(id.unwrap()).unwrap();
+            // The call may be wrapped onto the lines after the macro's.
+            let at = entry.location();
+            assert!(
+                at.file() == file!() && (line..line + 4).contains(&at.line()),
+                "spawned at line {line}, recorded at {at}\n{dump}"
+            );
+        }
+        set.abort_all();
+    });
+}
+
+#[test]
+fn waits_name_the_lock_and_its_holder_the_section_the_handle_and_the_timer() {
+    within("waits", || {
+        let pool = pool("waits", 2);
+        let value = Guarded::new(pool.clone(), 0u32);
+        let (release, wait) = mpsc::channel::<()>();
+        let (held, holding) = mpsc::channel::<()>();
+        let v = value.clone();
+        let holder = pool.spawn(async move {
+            let _guard = v.lock().await;
+            held.send(()).unwrap();
+            // Parked while holding the guard.
+            let release = std::sync::Mutex::new(wait);
+            std::future::poll_fn(|_| match release.lock().unwrap().try_recv() {
+                Ok(()) => std::task::Poll::Ready(()),
+                Err(_) => std::task::Poll::Pending,
+            })
+            .await;
+        });
+        holding.recv().unwrap();
+        let v = value.clone();
+        let locker = pool.spawn(async move { *v.lock().await += 1 });
+        let v = value.clone();
+        let sectioner = pool.spawn(async move { v.with(|n| *n += 1).await.unwrap() });
+        let target = pool.spawn(pending::<()>());
+        let target_id = target.id().unwrap();
+        let joiner = pool.spawn(target);
+        let sleeper = pool.spawn(viaduct::time::sleep(Duration::from_secs(3600)));
+
+        let ids = [
+            locker.id(),
+            sectioner.id(),
+            joiner.id(),
+            sleeper.id(),
+            holder.id(),
+        ];
+        let dump = dump_when(&pool, |d| {
+            listed(d, &ids)
+                && ids[..4]
+                    .iter()
+                    .all(|id| !d.task(id.unwrap()).unwrap().waits_on().is_empty())
+        });
+        let waits = |id: Option<TaskId>| dump.task(id.unwrap()).unwrap().waits_on().to_vec();
+        match &waits(locker.id())[..] {
+            [WaitsOn::Lock(lock)] => {
+                assert_eq!(lock.holder(), holder.id());
+                assert_eq!(lock.name(), "Guarded<u32>");
+                assert_eq!(lock.location().file(), file!());
+            }
+            other => panic!("{other:?}"),
+        }
+        match &waits(sectioner.id())[..] {
+            [WaitsOn::Section { lock, .. }] => assert_eq!(lock.holder(), holder.id()),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(&waits(joiner.id())[..], [WaitsOn::Task(id)] if *id == target_id));
+        match &waits(sleeper.id())[..] {
+            [WaitsOn::Timer { deadline }] => {
+                assert!(*deadline > std::time::Instant::now() + Duration::from_secs(3000))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(dump.deadlocks().is_empty(), "{dump}");
+        let text = dump.to_string();
+        assert!(text.contains("Guarded<u32>"), "{text}");
+        assert!(
+            text.contains(&format!("held by task {}", holder.id().unwrap())),
+            "{text}"
+        );
+        release.send(()).unwrap();
+        for task in [holder, locker, sectioner] {
+            task.abort();
+        }
+        sleeper.abort();
+        joiner.abort();
+    });
+}
+
+#[test]
+fn opposite_order_locking_of_two_values_is_exactly_one_cycle() {
+    within("cycle", || {
+        let pool = pool("cycle", 2);
+        let (a, b) = (
+            Guarded::new(pool.clone(), 'a'),
+            Guarded::new(pool.clone(), 'b'),
+        );
+        let (both_hold, rx) = mpsc::channel::<()>();
+        let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+        let spawn_pair = |first: Guarded<char>, second: Guarded<char>| {
+            let both = both_hold.clone();
+            let rx = rx.clone();
+            pool.spawn(async move {
+                let _first = first.lock().await;
+                both.send(()).unwrap();
+                // Until both hold their first value (the other task sends).
+                viaduct::time::sleep(Duration::from_millis(30)).await;
+                drop(rx);
+                let _second = second.lock().await;
+            })
+        };
+        let one = spawn_pair(a.clone(), b.clone());
+        let two = spawn_pair(b.clone(), a.clone());
+        let dump = dump_when(&pool, |d| !d.deadlocks().is_empty());
+        let deadlocks = dump.deadlocks();
+        assert_eq!(deadlocks.len(), 1, "{dump}");
+        let steps = deadlocks[0].steps();
+        let mut tasks: Vec<_> = steps.iter().map(|s| s.task()).collect();
+        tasks.sort();
+        let mut expected = vec![one.id().unwrap(), two.id().unwrap()];
+        expected.sort();
+        assert_eq!(tasks, expected);
+        for (i, step) in steps.iter().enumerate() {
+            let next = steps[(i + 1) % steps.len()].task();
+            match step.waits_on() {
+                WaitsOn::Lock(lock) => assert_eq!(lock.holder(), Some(next)),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(step.location().file(), file!());
+        }
+        let text = deadlocks[0].to_string();
+        assert!(text.contains("Guarded<char>"), "{text}");
+        assert_eq!(text.matches(file!()).count(), 4, "{text}"); // 2 tasks, 2 values
+        one.abort();
+        two.abort();
+    });
+}
+
+#[test]
+fn handles_awaiting_each_other_and_a_task_awaiting_its_own_section_are_cycles() {
+    within("handles", || {
+        let pool = pool("handles", 2);
+        let (tx_a, rx_a) = mpsc::channel::<viaduct::JoinHandle<()>>();
+        let (tx_b, rx_b) = mpsc::channel::<viaduct::JoinHandle<()>>();
+        let rx_a = std::sync::Mutex::new(rx_a);
+        let rx_b = std::sync::Mutex::new(rx_b);
+        let a = pool.spawn(async move {
+            let other = viaduct::Inline.run(move || rx_a.lock().unwrap().recv().unwrap());
+            let _ = other.await.unwrap().await;
+        });
+        let b = pool.spawn(async move {
+            let other = viaduct::Inline.run(move || rx_b.lock().unwrap().recv().unwrap());
+            let _ = other.await.unwrap().await;
+        });
+        let (a_id, b_id) = (a.id().unwrap(), b.id().unwrap());
+        tx_a.send(b).unwrap();
+        tx_b.send(a).unwrap();
+        let dump = dump_when(&pool, |d| !d.deadlocks().is_empty());
+        let deadlocks = dump.deadlocks();
+        assert_eq!(deadlocks.len(), 1, "{dump}");
+        let mut tasks: Vec<_> = deadlocks[0].steps().iter().map(|s| s.task()).collect();
+        tasks.sort();
+        let mut expected = vec![a_id, b_id];
+        expected.sort();
+        assert_eq!(tasks, expected);
+
+        // A guard held while awaiting a section of the same value.
+        let value = Guarded::new(pool.clone(), 0);
+        let self_lock = pool.spawn(async move {
+            let _guard = value.lock().await;
+            value.with(|n| *n += 1).await.unwrap();
+        });
+        let id = self_lock.id().unwrap();
+        let dump = dump_when(&pool, |d| {
+            d.deadlocks().iter().any(|c| c.steps()[0].task() == id)
+        });
+        let cycle = dump
+            .deadlocks()
+            .into_iter()
+            .find(|c| c.steps()[0].task() == id)
+            .unwrap();
+        assert_eq!(cycle.steps().len(), 1, "{cycle}");
+        assert!(matches!(
+            cycle.steps()[0].waits_on(),
+            WaitsOn::Section { .. }
+        ));
+        self_lock.abort();
+    });
+}
