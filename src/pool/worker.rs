@@ -206,7 +206,7 @@ impl WorkerCtx {
             // behind work from outside too, not only behind this worker's
             // own: otherwise it could run again and again before the
             // injector's turn comes round.
-            if r.metadata().woken_while_running() {
+            if r.metadata().woken_while_running() && !self.shared.injector.is_empty() {
                 if let Some(job) = self.steal_injector() {
                     self.queues.tasks.push(task);
                     return Some(job);
