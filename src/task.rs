@@ -485,7 +485,7 @@ where
         strand_link: AtomicUsize::new(0),
         id: TaskId::next(),
         location: Location::caller(),
-        state: crate::watch::new_state(),
+        state: std::sync::atomic::AtomicU8::new(crate::watch::QUEUED),
         booking: UnsafeCell::new(None),
     };
     let schedule = move |runnable: Runnable, how: ScheduleInfo| {

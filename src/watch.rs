@@ -18,7 +18,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::Location;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -161,6 +161,12 @@ pub(crate) struct Here {
     pub(crate) index: usize,
 }
 
+impl Here {
+    fn running(&self) -> &Running {
+        &self.books.worker(self.index).running
+    }
+}
+
 thread_local! {
     static HERE: Cell<*const Here> = const { Cell::new(std::ptr::null()) };
 }
@@ -196,11 +202,6 @@ impl Polling {
         // outlives every poll the worker makes.
         unsafe { self.here.as_ref() }
     }
-
-    fn running(&self) -> &Running {
-        let here = self.here();
-        &here.books.worker(here.index).running
-    }
 }
 
 /// Notes that `info`'s task is being polled (on a pool worker, in its
@@ -210,7 +211,7 @@ pub(crate) fn enter_poll(info: &TaskInfo) -> Option<Polling> {
     info.state.store(RUNNING, Relaxed);
     let here = NonNull::new(HERE.with(Cell::get).cast_mut())?;
     // SAFETY: a non-null `HERE` is live (see `WorkerGuard`).
-    let running = unsafe { &here.as_ref().books.worker(here.as_ref().index).running };
+    let running = unsafe { here.as_ref() }.running();
     let outer = (running.task.load(Relaxed), running.location.load(Relaxed));
     let location = info.location as *const Location<'static> as *mut Location<'static>;
     running.write(info.id.as_u64(), location);
@@ -219,7 +220,7 @@ pub(crate) fn enter_poll(info: &TaskInfo) -> Option<Polling> {
 
 impl Drop for Polling {
     fn drop(&mut self) {
-        self.running().write(self.outer.0, self.outer.1);
+        self.here().running().write(self.outer.0, self.outer.1);
     }
 }
 
@@ -251,11 +252,6 @@ pub(crate) fn task_ended(info: &TaskInfo) {
     if let Some(b) = unsafe { (*info.booking.get()).take() } {
         lock_std(&b.books.worker(b.worker).tasks).remove(b.key);
     }
-}
-
-/// The state cell of a new task.
-pub(crate) fn new_state() -> AtomicU8 {
-    AtomicU8::new(QUEUED)
 }
 
 /// Which task holds a `Guarded` value or a strand, and how to name it.
@@ -337,11 +333,18 @@ pub(crate) enum WaitOn {
 /// rarely meet on one lock.
 const SHARDS: usize = 64;
 
-type Waits = HashMap<u64, Vec<(u64, WaitOn)>>;
+/// One shard: the waits of the tasks whose id falls in it, keyed by task
+/// and by a number the shard hands out (so noting a wait takes no
+/// allocation of its own and no counter shared by all threads).
+#[derive(Default)]
+struct Waits {
+    next_key: u64,
+    waits: HashMap<(u64, u64), WaitOn>,
+}
 
 fn table() -> &'static [Mutex<Waits>; SHARDS] {
     static TABLE: std::sync::OnceLock<[Mutex<Waits>; SHARDS]> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| std::array::from_fn(|_| Mutex::new(HashMap::new())))
+    TABLE.get_or_init(|| std::array::from_fn(|_| Mutex::default()))
 }
 
 fn shard(task: u64) -> &'static Mutex<Waits> {
@@ -364,13 +367,11 @@ impl Noted {
         let Some(task) = task.map(TaskId::as_u64) else {
             return;
         };
-        static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
-        let key = NEXT_KEY.fetch_add(1, Relaxed);
         let wait = what();
-        lock_std(shard(task))
-            .entry(task)
-            .or_default()
-            .push((key, wait));
+        let mut shard = lock_std(shard(task));
+        shard.next_key += 1;
+        let key = shard.next_key;
+        shard.waits.insert((task, key), wait);
         self.0 = Some((task, key));
     }
 
@@ -378,13 +379,7 @@ impl Noted {
     #[inline]
     pub(crate) fn done(&mut self) {
         if let Some((task, key)) = self.0.take() {
-            let mut waits = lock_std(shard(task));
-            if let Some(list) = waits.get_mut(&task) {
-                list.retain(|(k, _)| *k != key);
-                if list.is_empty() {
-                    waits.remove(&task);
-                }
-            }
+            lock_std(shard(task)).waits.remove(&(task, key));
         }
     }
 }
@@ -395,11 +390,16 @@ impl Drop for Noted {
     }
 }
 
-/// What `task` waits on now.
+/// What `task` waits on now, in the order it began to wait.
 pub(crate) fn waits_of(task: TaskId) -> Vec<WaitOn> {
-    let waits = lock_std(shard(task.as_u64()));
-    waits
-        .get(&task.as_u64())
-        .map(|list| list.iter().map(|(_, w)| w.clone()).collect())
-        .unwrap_or_default()
+    let task = task.as_u64();
+    let shard = lock_std(shard(task));
+    let mut waits: Vec<(u64, WaitOn)> = shard
+        .waits
+        .iter()
+        .filter(|((t, _), _)| *t == task)
+        .map(|((_, key), w)| (*key, w.clone()))
+        .collect();
+    waits.sort_by_key(|(key, _)| *key);
+    waits.into_iter().map(|(_, w)| w).collect()
 }
