@@ -107,6 +107,11 @@ fn every_spawn_path_records_the_callers_line() {
         spawned!(pool.spawn_after(Duration::ZERO, pending::<()>()).id());
         spawned!(pool.spawn(pending::<u8>()).then(|x| x).id());
         spawned!(set.spawn_on(pending::<()>(), &pool).id());
+        // The parked tasks are listed first: the section below blocks a
+        // worker, and work that worker had just woken (in its slot, which
+        // others cannot take) would wait behind it.
+        let ids: Vec<_> = expected.iter().map(|(id, _)| *id).collect();
+        dump_when(&pool, |d| listed(d, &ids));
         let section = move |_: &mut ()| {
             let _ = blocker.lock().unwrap().recv();
         };
