@@ -826,6 +826,60 @@ fn timers(cpu: &ThreadPool, rows: &mut Vec<Row>) {
     });
 }
 
+fn task_dump(rows: &mut Vec<Row>) {
+    section("task dump: every task, where it was spawned, what it waits on");
+    let pool = ThreadPool::builder()
+        .name("inspect")
+        .threads(1)
+        .build()
+        .unwrap();
+    let config = Guarded::new(pool.clone(), 0u32);
+    let (held, holding) = std::sync::mpsc::channel();
+    let holder = pool.spawn({
+        let config = config.clone();
+        async move {
+            let _guard = config.lock().await;
+            held.send(here()).unwrap();
+            time::sleep(Duration::from_secs(60)).await;
+        }
+    });
+    let held_on = holding.recv().unwrap();
+    let waiter = pool.spawn({
+        let config = config.clone();
+        async move { *config.lock().await += 1 }
+    });
+    let (holder_id, waiter_id) = (holder.id().unwrap(), waiter.id().unwrap());
+    // The waiter is listed once its first poll has found the lock taken.
+    let dump = loop {
+        let dump = pool.dump();
+        if dump
+            .task(waiter_id)
+            .is_some_and(|t| !t.waits_on().is_empty())
+        {
+            break dump;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    for line in dump.to_string().lines() {
+        println!("  {line}");
+    }
+    let held_by = match dump.task(waiter_id).unwrap().waits_on() {
+        [viaduct::dump::WaitsOn::Lock(lock)] => lock.holder(),
+        other => panic!("the waiter should wait on the lock, not {other:?}"),
+    };
+    assert_eq!(held_by, Some(holder_id), "the dump names the lock's holder");
+    assert!(dump.deadlocks().is_empty(), "no cycle here:\n{dump}");
+    holder.abort();
+    block_on(waiter).unwrap();
+    assert_eq!(block_on(config.with(|n| *n)).unwrap(), 1);
+    pool.shutdown().unwrap();
+    rows.push(Row {
+        capability: "task dump",
+        ran_on: held_on,
+        outcome: format!("task {waiter_id} waits on the lock task {holder_id} holds"),
+    });
+}
+
 fn main() {
     // Panics in tasks are part of the tour; keep their report to one line.
     // A panic on the main thread is a failed check: say where, and exit 101.
@@ -859,6 +913,7 @@ fn main() {
     structured(&cpu, &mut rows);
     priorities(&mut rows);
     timers(&cpu, &mut rows);
+    task_dump(&mut rows);
     cpu.shutdown().unwrap();
 
     section("summary");

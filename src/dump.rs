@@ -534,14 +534,14 @@ impl fmt::Display for TaskDump {
         )?;
         for t in &self.tasks {
             let waits: Vec<String> = t.waits.iter().map(ToString::to_string).collect();
-            writeln!(
-                f,
+            let row = format!(
                 "{:<8} {:<22} {:<36} {}",
                 t.id.to_string(),
                 t.state.to_string(),
                 t.location.to_string(),
                 waits.join("; ")
-            )?;
+            );
+            writeln!(f, "{}", row.trim_end())?;
         }
         for deadlock in self.deadlocks() {
             write!(f, "{deadlock}")?;

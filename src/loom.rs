@@ -4,15 +4,25 @@
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
-    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
     Mutex, MutexGuard,
 };
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
-    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
     Mutex, MutexGuard,
 };
+
+/// A pause in a loop that waits for another thread's store; under loom, a
+/// yield, so that the model runs the thread it waits for.
+#[inline]
+pub(crate) fn spin_loop() {
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
 
 /// What only the loom models themselves use.
 #[cfg(all(loom, test))]

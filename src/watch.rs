@@ -18,14 +18,14 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::Location;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering::*};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
 use crate::executor::TaskInfo;
-use crate::loom::lock_std;
+use crate::loom::{fence, lock_std, AtomicPtr, Ordering::*};
 use crate::slab::Slab;
 use crate::task_id::TaskId;
 
@@ -35,14 +35,16 @@ pub(crate) const RUNNING: u8 = 1;
 pub(crate) const WAITING: u8 = 2;
 
 /// The task a pool worker is polling: written by the worker only, read by
-/// the stall watcher and dumps.
+/// the stall watcher and dumps. A seqlock (the loom model below checks
+/// it): the fields are atomics, so a reader racing a write reads stale or
+/// mixed values, never torn ones, and the sequence tells it to retry.
 #[derive(Default)]
 pub(crate) struct Running {
     /// Odd while the fields change; bumped by two at every poll's start
     /// and end (a nested poll's too).
-    seq: AtomicU64,
+    seq: crate::loom::AtomicU64,
     /// The task's id, 0 when none.
-    task: AtomicU64,
+    task: crate::loom::AtomicU64,
     location: AtomicPtr<Location<'static>>,
 }
 
@@ -72,7 +74,7 @@ impl Running {
             let location = self.location.load(Relaxed);
             fence(Acquire);
             if seq % 2 == 1 || self.seq.load(Relaxed) != seq {
-                std::hint::spin_loop();
+                crate::loom::spin_loop();
                 continue;
             }
             let task = TaskId::from_u64(task).map(|id| {
@@ -402,4 +404,55 @@ pub(crate) fn waits_of(task: TaskId) -> Vec<WaitOn> {
         .collect();
     waits.sort_by_key(|(key, _)| *key);
     waits.into_iter().map(|(_, w)| w).collect()
+}
+
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom::Arc;
+    use loom::thread;
+
+    #[track_caller]
+    fn here() -> &'static Location<'static> {
+        Location::caller()
+    }
+
+    /// A reader racing a worker's polls (a poll, a poll nested in it, both
+    /// ending) sees each task with its own location or no task, never a
+    /// mix of two writes, and a sequence that only grows and changes with
+    /// the task.
+    #[test]
+    fn running_readings_are_never_torn() {
+        let (first, nested) = (here(), here());
+        let as_ptr = |l: &'static Location<'static>| l as *const _ as *mut Location<'static>;
+        loom::model(move || {
+            let running = Arc::new(Running::default());
+            let worker = {
+                let running = running.clone();
+                thread::spawn(move || {
+                    running.write(1, as_ptr(first));
+                    running.write(2, as_ptr(nested));
+                    running.write(1, as_ptr(first));
+                    running.write(0, std::ptr::null_mut());
+                })
+            };
+            let consistent = |seen: Seen| match seen.task {
+                None => true,
+                Some((id, at)) => {
+                    (id.as_u64() == 1 && std::ptr::eq(at, first))
+                        || (id.as_u64() == 2 && std::ptr::eq(at, nested))
+                }
+            };
+            let a = running.read();
+            let b = running.read();
+            assert!(consistent(a) && consistent(b), "{a:?} {b:?}");
+            assert!(a.seq % 2 == 0 && b.seq >= a.seq);
+            if a.seq == b.seq {
+                assert_eq!(a.task, b.task);
+            }
+            worker.join().unwrap();
+            let last = running.read();
+            assert_eq!(last, Seen { seq: 8, task: None });
+        });
+    }
 }

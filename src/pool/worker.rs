@@ -205,8 +205,9 @@ impl WorkerCtx {
             // A task that yielded (its budget spent, or `yield_now`) waits
             // behind work from outside too, not only behind this worker's
             // own: otherwise it could run again and again before the
-            // injector's turn comes round.
-            if r.metadata().woken_while_running() && !self.shared.injector.is_empty() {
+            // injector's turn comes round. The injector is read first: it
+            // is mostly empty, and the task's header may not be in cache.
+            if !self.shared.injector.is_empty() && r.metadata().woken_while_running() {
                 if let Some(job) = self.steal_injector() {
                     self.queues.tasks.push(task);
                     return Some(job);
