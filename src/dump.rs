@@ -52,6 +52,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::executor::Machinery;
 use crate::task_id::TaskId;
 use crate::watch::{self, Books, Holder, LockBook, LockKind, WaitOn};
 
@@ -74,8 +75,45 @@ pub struct TaskDump {
 pub struct TaskEntry {
     id: TaskId,
     location: &'static Location<'static>,
+    kind: TaskKind,
     state: TaskState,
     waits: Vec<WaitsOn>,
+}
+
+/// What runs in a task: a future spawned by user code, or one of the
+/// queues viaduct drains in a task of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskKind {
+    /// A future or closure spawned by user code, at its location.
+    Spawned,
+    /// The runner of a strand, a `Guarded` value or a key of
+    /// `KeyedStrands`: it runs their sections and posts one at a time. Its
+    /// location is where the strand was created.
+    StrandRunner,
+    /// A pump of a `PriorityExecutor`, which runs its queued work highest
+    /// first. Its location is where the executor was created.
+    PriorityPump,
+}
+
+impl From<Machinery> for TaskKind {
+    fn from(m: Machinery) -> TaskKind {
+        match m {
+            Machinery::None => TaskKind::Spawned,
+            Machinery::StrandRunner => TaskKind::StrandRunner,
+            Machinery::PriorityPump => TaskKind::PriorityPump,
+        }
+    }
+}
+
+impl fmt::Display for TaskKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TaskKind::Spawned => "task",
+            TaskKind::StrandRunner => "strand runner",
+            TaskKind::PriorityPump => "priority pump",
+        })
+    }
 }
 
 /// What a task is doing.
@@ -208,9 +246,15 @@ impl TaskEntry {
         self.id
     }
 
-    /// Where it was spawned.
+    /// Where it was spawned; for viaduct's own tasks, where the strand or
+    /// executor they serve was created (see [`kind`](TaskEntry::kind)).
     pub fn location(&self) -> &'static Location<'static> {
         self.location
+    }
+
+    /// What runs in it.
+    pub fn kind(&self) -> TaskKind {
+        self.kind
     }
 
     /// What it is doing.
@@ -230,17 +274,18 @@ impl TaskDump {
     /// is its count of accepted tasks not yet over.
     pub(crate) fn collect(pool: &str, books: &Books, live: u64) -> TaskDump {
         let worker_name = |i: usize| format!("{pool}-{i}");
-        let mut running: HashMap<TaskId, (String, &'static Location<'static>)> = HashMap::new();
+        let mut running: HashMap<TaskId, (String, &'static Location<'static>, Machinery)> =
+            HashMap::new();
         for (i, book) in books.workers().enumerate() {
-            if let Some((id, location)) = book.running.read().task {
-                running.insert(id, (worker_name(i), location));
+            if let Some((id, location, machinery)) = book.running.read().task {
+                running.insert(id, (worker_name(i), location, machinery));
             }
         }
         let mut tasks: BTreeMap<TaskId, TaskEntry> = BTreeMap::new();
         for book in books.workers() {
             for t in book.tasks() {
                 let state = match (running.get(&t.id), t.state) {
-                    (Some((worker, _)), _) => TaskState::Running {
+                    (Some((worker, _, _)), _) => TaskState::Running {
                         worker: Some(worker.clone()),
                     },
                     (None, watch::RUNNING) => TaskState::Running { worker: None },
@@ -252,16 +297,18 @@ impl TaskDump {
                     TaskEntry {
                         id: t.id,
                         location: t.location,
+                        kind: t.machinery.into(),
                         state,
                         waits: Vec::new(),
                     },
                 );
             }
         }
-        for (id, (worker, location)) in running {
+        for (id, (worker, location, machinery)) in running {
             tasks.entry(id).or_insert(TaskEntry {
                 id,
                 location,
+                kind: machinery.into(),
                 state: TaskState::Running {
                     worker: Some(worker),
                 },
@@ -533,7 +580,13 @@ impl fmt::Display for TaskDump {
             "task", "state", "spawned at"
         )?;
         for t in &self.tasks {
-            let waits: Vec<String> = t.waits.iter().map(ToString::to_string).collect();
+            let mut waits: Vec<String> = t.waits.iter().map(ToString::to_string).collect();
+            if t.kind != TaskKind::Spawned {
+                waits.insert(
+                    0,
+                    format!("({}; the line is where its owner was created)", t.kind),
+                );
+            }
             let row = format!(
                 "{:<8} {:<22} {:<36} {}",
                 t.id.to_string(),

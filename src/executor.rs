@@ -576,6 +576,10 @@ pub type Runnable = async_task::Runnable<TaskInfo>;
 /// runnable.run();
 /// ```
 pub struct TaskInfo {
+    /// The worker book the task is in, if it has waited on a pool worker.
+    /// First, so that it leaves the book before any other field is
+    /// dropped (a dump reads them under the book's lock).
+    pub(crate) booking: crate::watch::BookingSlot,
     pub(crate) home: Exec,
     /// Set by `hop_to`; read by `schedule`. `hopped` lets the common case
     /// skip the lock.
@@ -600,11 +604,22 @@ pub struct TaskInfo {
     pub(crate) id: TaskId,
     /// Where the task was spawned (`#[track_caller]` on every spawn path).
     pub(crate) location: &'static Location<'static>,
+    /// What runs in the task: user code, or a queue viaduct drains.
+    pub(crate) machinery: Machinery,
     /// Queued, running or waiting, for dumps (see `watch`).
     pub(crate) state: std::sync::atomic::AtomicU8,
-    /// The worker book the task is in, if it has waited on a pool worker.
-    /// Touched only by whoever holds the task's runnable.
-    pub(crate) booking: UnsafeCell<Option<crate::watch::Booking>>,
+}
+
+/// What a task runs, for dumps: the user's future, or one of viaduct's
+/// queues (whose task then carries the location where the queue's owner
+/// was created).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Machinery {
+    None = 0,
+    /// A strand's (a `Guarded` value's, a key's) runner.
+    StrandRunner = 1,
+    /// A `PriorityExecutor`'s pump.
+    PriorityPump = 2,
 }
 
 impl TaskInfo {
@@ -837,7 +852,8 @@ impl TaskInfo {
 }
 
 // SAFETY: every field but `admission` and `booking` is `Sync`. Those two
-// are read and written only by the thread that holds the task's runnable: the schedule
+// are read and written only by the thread that holds the task's runnable
+// (and `booking` by its `Drop`, once none does): the schedule
 // function and the executor's `schedule` it calls (which are handed the
 // runnable), the task's poll (`Runnable::run`) and the drop of its future
 // (by `run`, or by dropping the runnable). async-task lets one thread hold

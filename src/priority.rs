@@ -54,6 +54,7 @@ use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::fmt;
 use std::future::Future;
+use std::panic::Location;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -61,7 +62,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::error::RejectReason;
 use crate::executor::Runnable;
-use crate::executor::{home_of, Admission, Exec, Executor, Internal, INTERNAL};
+use crate::executor::{home_of, Admission, Exec, Executor, Internal, Machinery, INTERNAL};
 use crate::spawn::impl_spawn;
 use crate::task::{create_daemon, spawn_or_reject, Daemon, JoinHandle};
 
@@ -139,6 +140,9 @@ struct Level {
 
 struct Shared {
     inner: Exec,
+    /// Where the executor was created: the location its pumps show in
+    /// task dumps.
+    created_at: &'static Location<'static>,
     state: Mutex<State>,
     closed: AtomicBool,
     me: Weak<Shared>,
@@ -194,10 +198,13 @@ impl PriorityExecutor {
     /// let pq = PriorityExecutor::new(Inline);
     /// assert_eq!(block_on(pq.spawn(async { 1 })).unwrap(), 1); // priority 0
     /// ```
+    #[track_caller]
     pub fn new<E: Executor + Clone>(executor: E) -> Self {
         let inner = home_of(&executor);
+        let created_at = Location::caller();
         let shared = Arc::new_cyclic(|me| Shared {
             inner,
+            created_at,
             state: Mutex::new(State {
                 heap: BinaryHeap::new(),
                 arrivals: 0,
@@ -386,7 +393,12 @@ impl Shared {
                 // Pumps are the decorator's machinery, not tasks of the
                 // inner executor's users: they take no admission, so a
                 // parked pump does not keep a closed pool alive.
-                let (runnable, daemon) = create_daemon(self.inner.clone(), pump);
+                let (runnable, daemon) = create_daemon(
+                    self.inner.clone(),
+                    pump,
+                    Machinery::PriorityPump,
+                    self.created_at,
+                );
                 self.state().pumps.push(daemon);
                 runnable.schedule();
             }

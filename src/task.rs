@@ -27,7 +27,9 @@ use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
 
 use crate::error::{drop_payload, ByValue, Panic, PanicPayload, RejectReason, TaskError};
 use crate::executor::INTERNAL;
-use crate::executor::{report, Admission, Exec, Executor, Failure, Runnable, Sink, TaskInfo};
+use crate::executor::{
+    report, Admission, Exec, Executor, Failure, Machinery, Runnable, Sink, TaskInfo,
+};
 use crate::task_id::TaskId;
 use crate::watch::{Noted, WaitOn};
 
@@ -419,11 +421,17 @@ where
 /// and that the owner cancels when it goes. Its first schedule is left to
 /// the caller.
 #[track_caller]
-pub(crate) fn create_daemon<F>(exec: Exec, fut: F) -> (Runnable, Daemon)
+pub(crate) fn create_daemon<F>(
+    exec: Exec,
+    fut: F,
+    machinery: Machinery,
+    owner_created_at: &'static Location<'static>,
+) -> (Runnable, Daemon)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let (runnable, task) = create_task(exec, futures::FutureExt::map(fut, Ok), Admission::EXEMPT);
+    let fut = futures::FutureExt::map(fut, Ok);
+    let (runnable, task) = create_task(exec, fut, Admission::EXEMPT, machinery, owner_created_at);
     (runnable, Daemon(task))
 }
 
@@ -446,7 +454,7 @@ where
     F: Future<Output = Result<T, TaskError>> + Send + 'static,
     T: Send + 'static,
 {
-    let (runnable, task) = create_task(exec, fut, admission);
+    let (runnable, task) = create_task(exec, fut, admission, Machinery::None, Location::caller());
     let info = InfoRef(NonNull::from(task.metadata()));
     let handle = JoinHandle {
         state: State::Running {
@@ -462,17 +470,19 @@ where
 }
 
 /// The async-task task under every viaduct task.
-#[track_caller]
 fn create_task<F, T>(
     exec: Exec,
     fut: F,
     admission: Admission,
+    machinery: Machinery,
+    location: &'static Location<'static>,
 ) -> (Runnable, async_task::Task<Outcome<T>, TaskInfo>)
 where
     F: Future<Output = Result<T, TaskError>> + Send + 'static,
     T: Send + 'static,
 {
     let info = TaskInfo {
+        booking: Default::default(),
         home: exec,
         hop: Mutex::new(None),
         hopped: AtomicBool::new(false),
@@ -484,9 +494,9 @@ where
         admission: UnsafeCell::new(admission),
         strand_link: AtomicUsize::new(0),
         id: TaskId::next(),
-        location: Location::caller(),
+        location,
+        machinery,
         state: std::sync::atomic::AtomicU8::new(crate::watch::QUEUED),
-        booking: UnsafeCell::new(None),
     };
     let schedule = move |runnable: Runnable, how: ScheduleInfo| {
         // The executor may run the task, to its end, on another thread as

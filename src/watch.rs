@@ -14,7 +14,7 @@
 //! - A [`LockBook`] notes which task holds a `Guarded` value or a strand:
 //!   one store when a section or guard starts, one when it ends.
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::panic::Location;
 use std::ptr::NonNull;
@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
-use crate::executor::TaskInfo;
+use crate::executor::{Machinery, TaskInfo};
 use crate::loom::{fence, lock_std, AtomicPtr, Ordering::*};
 use crate::slab::Slab;
 use crate::task_id::TaskId;
@@ -53,7 +53,26 @@ pub(crate) struct Running {
 pub(crate) struct Seen {
     /// Changes whenever a poll starts or ends on the worker.
     pub(crate) seq: u64,
-    pub(crate) task: Option<(TaskId, &'static Location<'static>)>,
+    pub(crate) task: Option<(TaskId, &'static Location<'static>, Machinery)>,
+}
+
+/// Where a [`Running`] record keeps what runs in the task, above its id
+/// (ids stay far below 2^62: a block of 1024 per thread at a time).
+const MACHINERY_SHIFT: u32 = 62;
+
+/// The task word of a [`Running`] record for `info`.
+fn tagged(info: &TaskInfo) -> u64 {
+    info.id.as_u64() | (info.machinery as u64) << MACHINERY_SHIFT
+}
+
+fn untagged(word: u64) -> Option<(TaskId, Machinery)> {
+    let id = TaskId::from_u64(word & ((1 << MACHINERY_SHIFT) - 1))?;
+    let machinery = match word >> MACHINERY_SHIFT {
+        0 => Machinery::None,
+        1 => Machinery::StrandRunner,
+        _ => Machinery::PriorityPump,
+    };
+    Some((id, machinery))
 }
 
 impl Running {
@@ -77,11 +96,11 @@ impl Running {
                 crate::loom::spin_loop();
                 continue;
             }
-            let task = TaskId::from_u64(task).map(|id| {
+            let task = untagged(task).map(|(id, machinery)| {
                 // SAFETY: every non-null pointer stored is a
                 // `&'static Location` (see `enter_poll`), stored with its
                 // task id; a reading inside one write's bounds pairs them.
-                (id, unsafe { &*location })
+                (id, unsafe { &*location }, machinery)
             });
             return Seen { seq, task };
         }
@@ -127,6 +146,7 @@ impl Books {
 pub(crate) struct Booked {
     pub(crate) id: TaskId,
     pub(crate) location: &'static Location<'static>,
+    pub(crate) machinery: Machinery,
     pub(crate) state: u8,
 }
 
@@ -142,6 +162,7 @@ impl WorkerBook {
                 Booked {
                     id: info.id,
                     location: info.location,
+                    machinery: info.machinery,
                     state: info.state.load(Relaxed),
                 }
             })
@@ -149,9 +170,29 @@ impl WorkerBook {
     }
 }
 
-/// Where a task is booked: set by the poll that books it, read when its
-/// future is dropped. Both hold the task's runnable, one at a time.
-pub(crate) struct Booking {
+/// Where a task is booked, if it is: set by the poll that books it, taken
+/// when its future is dropped (both hold the task's runnable, one at a
+/// time), or when the task's metadata is (async-task may free a task
+/// without dropping its future).
+#[derive(Default)]
+pub(crate) struct BookingSlot(UnsafeCell<Option<Booking>>);
+
+impl BookingSlot {
+    /// Leaves the book, if in one.
+    fn leave(booking: Option<Booking>) {
+        if let Some(b) = booking {
+            lock_std(&b.books.worker(b.worker).tasks).remove(b.key);
+        }
+    }
+}
+
+impl Drop for BookingSlot {
+    fn drop(&mut self) {
+        Self::leave(self.0.get_mut().take());
+    }
+}
+
+struct Booking {
     books: Arc<Books>,
     worker: usize,
     key: usize,
@@ -216,7 +257,7 @@ pub(crate) fn enter_poll(info: &TaskInfo) -> Option<Polling> {
     let running = unsafe { here.as_ref() }.running();
     let outer = (running.task.load(Relaxed), running.location.load(Relaxed));
     let location = info.location as *const Location<'static> as *mut Location<'static>;
-    running.write(info.id.as_u64(), location);
+    running.write(tagged(info), location);
     Some(Polling { here, outer })
 }
 
@@ -235,7 +276,7 @@ pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>) {
     let Some(polling) = polling else { return };
     // SAFETY: whoever polls the task holds its runnable, as whoever drops
     // it does: one at a time.
-    let booking = unsafe { &mut *info.booking.get() };
+    let booking = unsafe { &mut *info.booking.0.get() };
     if booking.is_some() {
         return;
     }
@@ -251,9 +292,7 @@ pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>) {
 /// The task's future is being dropped: it leaves its book.
 pub(crate) fn task_ended(info: &TaskInfo) {
     // SAFETY: as in `left_pending`.
-    if let Some(b) = unsafe { (*info.booking.get()).take() } {
-        lock_std(&b.books.worker(b.worker).tasks).remove(b.key);
-    }
+    BookingSlot::leave(unsafe { (*info.booking.0.get()).take() });
 }
 
 /// Which task holds a `Guarded` value or a strand, and how to name it.
@@ -438,7 +477,7 @@ mod loom_model {
             };
             let consistent = |seen: Seen| match seen.task {
                 None => true,
-                Some((id, at)) => {
+                Some((id, at, _)) => {
                     (id.as_u64() == 1 && std::ptr::eq(at, first))
                         || (id.as_u64() == 2 && std::ptr::eq(at, nested))
                 }

@@ -7,7 +7,7 @@ mod support;
 
 use std::future::pending;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::{pool, within};
 use viaduct::dump::{TaskDump, TaskState, WaitsOn};
@@ -18,13 +18,18 @@ use viaduct::{
 };
 
 /// Dumps until `ready` holds for the dump (each task's first poll has to
-/// return first); the test's deadline bounds the wait.
+/// return first); after 10 s, fails with the last dump.
 fn dump_when(pool: &ThreadPool, ready: impl Fn(&TaskDump) -> bool) -> TaskDump {
+    let give_up = Instant::now() + Duration::from_secs(10);
     loop {
         let dump = pool.dump();
         if ready(&dump) {
             return dump;
         }
+        assert!(
+            Instant::now() < give_up,
+            "the dump never got ready:\n{dump}"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
 }
@@ -87,26 +92,26 @@ fn every_spawn_path_records_the_callers_line() {
         let (_hold, blocker) = mpsc::channel::<()>();
         let blocker = std::sync::Mutex::new(blocker);
         let mut expected = Vec::new();
+        // The handles are kept: a task whose handle is gone and that no
+        // waker can reach is dropped after its first poll.
+        let mut handles: Vec<Box<dyn std::any::Any>> = Vec::new();
         macro_rules! spawned {
             ($e:expr) => {{
                 let line = line!();
-                let id = $e;
-                expected.push((id, line));
+                let handle = $e;
+                expected.push((handle.id(), line));
+                handles.push(Box::new(handle));
             }};
         }
-        spawned!(pool.spawn(pending::<()>()).id());
-        spawned!(pool
-            .spawn_cancellable(&Default::default(), pending::<()>())
-            .id());
-        spawned!(strand.spawn(pending::<()>()).id());
-        spawned!(keyed.spawn(1, pending::<()>()).id());
-        spawned!(priority.spawn_with(1, pending::<()>()).id());
-        spawned!(timer
-            .spawn_after(&pool, Duration::ZERO, pending::<()>())
-            .id());
-        spawned!(pool.spawn_after(Duration::ZERO, pending::<()>()).id());
-        spawned!(pool.spawn(pending::<u8>()).then(|x| x).id());
-        spawned!(set.spawn_on(pending::<()>(), &pool).id());
+        spawned!(pool.spawn(pending::<()>()));
+        spawned!(pool.spawn_cancellable(&Default::default(), pending::<()>()));
+        spawned!(strand.spawn(pending::<()>()));
+        spawned!(keyed.spawn(1, pending::<()>()));
+        spawned!(priority.spawn_with(1, pending::<()>()));
+        spawned!(timer.spawn_after(&pool, Duration::ZERO, pending::<()>()));
+        spawned!(pool.spawn_after(Duration::ZERO, pending::<()>()));
+        spawned!(pool.spawn(pending::<u8>()).then(|x| x));
+        spawned!(set.spawn_on(pending::<()>(), &pool));
         // The parked tasks are listed first: the section below blocks a
         // worker, and work that worker had just woken (in its slot, which
         // others cannot take) would wait behind it.
@@ -115,7 +120,7 @@ fn every_spawn_path_records_the_callers_line() {
         let section = move |_: &mut ()| {
             let _ = blocker.lock().unwrap().recv();
         };
-        spawned!(guarded.with(section).id());
+        spawned!(guarded.with(section));
         let ids: Vec<_> = expected.iter().map(|(id, _)| *id).collect();
         let dump = dump_when(&pool, |d| listed(d, &ids));
         for (id, line) in expected {
@@ -128,6 +133,7 @@ fn every_spawn_path_records_the_callers_line() {
             );
         }
         set.abort_all();
+        drop(handles);
     });
 }
 
@@ -307,5 +313,29 @@ fn handles_awaiting_each_other_and_a_task_awaiting_its_own_section_are_cycles() 
             WaitsOn::Section { .. }
         ));
         self_lock.abort();
+    });
+}
+
+#[test]
+fn a_task_nothing_can_wake_again_leaves_the_dump() {
+    within("unwakeable", || {
+        let pool = pool("unwakeable", 2);
+        let polled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        // The handles go at once and the futures keep no waker: async-task
+        // frees each task after its first poll (without dropping its
+        // future), and its entry in the book must go with it.
+        for _ in 0..200 {
+            let polled = polled.clone();
+            drop(pool.spawn(std::future::poll_fn(move |_| {
+                polled.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::task::Poll::<()>::Pending
+            })));
+        }
+        // Dumps taken meanwhile read only live tasks.
+        while polled.load(std::sync::atomic::Ordering::SeqCst) < 200 {
+            let _ = pool.dump().to_string();
+        }
+        let dump = dump_when(&pool, |d| d.tasks().is_empty());
+        assert_eq!(dump.not_started(), 0, "{dump}");
     });
 }

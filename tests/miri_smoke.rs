@@ -37,6 +37,25 @@ fn tasks_handles_and_panics() {
     p.shutdown().unwrap();
 }
 
+/// A task that nothing can wake after its first poll, freed by
+/// async-task, leaves its worker's book (which a dump reads) first.
+#[test]
+fn a_freed_unwakeable_task_leaves_the_dump() {
+    let p = pool(1);
+    let polled = Arc::new(AtomicUsize::new(0));
+    for _ in 0..3 {
+        let polled = polled.clone();
+        drop(p.spawn(futures::future::poll_fn(move |_| {
+            polled.fetch_add(1, Ordering::SeqCst);
+            std::task::Poll::<()>::Pending
+        })));
+    }
+    while polled.load(Ordering::SeqCst) < 3 || !p.dump().tasks().is_empty() {
+        std::thread::yield_now();
+    }
+    p.shutdown().unwrap();
+}
+
 #[test]
 fn fork_join_and_block_on_inside_the_pool() {
     fn fib(p: &ThreadPool, n: u64) -> u64 {

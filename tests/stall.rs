@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use support::{quiet_test_panics, within, TEST_PANIC};
+use viaduct::dump::{TaskKind, TaskState};
 use viaduct::pool::{BuildError, Stall};
 use viaduct::{block_on, ExecutorExt, ThreadPool};
 
@@ -62,6 +63,53 @@ fn a_long_poll_is_reported_once_while_it_runs_with_its_id_worker_location_and_ti
         block_on(stuck).unwrap();
         pool.shutdown().unwrap();
         assert!(stalls.try_recv().is_err(), "reported twice");
+    });
+}
+
+#[test]
+fn a_blocking_strand_post_is_reported_as_the_runner_of_the_strand_created_at_its_line() {
+    within("runner", || {
+        let (pool, stalls) = watched("runner", 2, THRESHOLD);
+        let line = line!() + 1;
+        let strand = viaduct::Strand::new(pool.clone());
+        let (release, wait) = mpsc::channel::<()>();
+        let wait = Mutex::new(wait);
+        strand.post(move || wait.lock().unwrap().recv().unwrap());
+        let stall = stalls.recv().unwrap();
+        assert_eq!(stall.kind(), TaskKind::StrandRunner);
+        assert_eq!(
+            (stall.location().file(), stall.location().line()),
+            (file!(), line)
+        );
+        let text = stall.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "strand runner {} of the strand created at",
+                stall.task()
+            )),
+            "{text}"
+        );
+        // The dump lists the runner, labelled, running on the stall's worker.
+        let dump = pool.dump();
+        let entry = dump
+            .task(stall.task())
+            .expect("the running runner is listed");
+        assert_eq!(entry.kind(), TaskKind::StrandRunner);
+        assert_eq!(
+            entry.state(),
+            &TaskState::Running {
+                worker: Some(stall.worker().to_string())
+            }
+        );
+        assert!(dump.to_string().contains("(strand runner;"), "{dump}");
+        release.send(()).unwrap();
+        drop(strand);
+        pool.shutdown().unwrap();
+        // A user's task is a plain task.
+        let (pool, stalls) = watched("plain", 1, THRESHOLD);
+        let stuck = pool.run(|| std::thread::sleep(THRESHOLD * 3));
+        assert_eq!(stalls.recv().unwrap().kind(), TaskKind::Spawned);
+        block_on(stuck).unwrap();
     });
 }
 

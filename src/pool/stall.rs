@@ -14,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::Shared;
+use crate::dump::TaskKind;
 use crate::executor::Tracker;
 use crate::task_id::TaskId;
 
@@ -51,6 +52,7 @@ use crate::task_id::TaskId;
 #[derive(Clone, PartialEq, Eq)]
 pub struct Stall {
     task: TaskId,
+    kind: TaskKind,
     worker: String,
     location: &'static Location<'static>,
     elapsed: Duration,
@@ -67,9 +69,17 @@ impl Stall {
         &self.worker
     }
 
-    /// Where the task was spawned.
+    /// Where the task was spawned; for viaduct's own tasks, where the
+    /// strand or executor they serve was created (see
+    /// [`kind`](Stall::kind)).
     pub fn location(&self) -> &'static Location<'static> {
         self.location
+    }
+
+    /// What runs in the task: a user's future, or a strand's runner (then
+    /// the stalling code is a section or a post of that strand).
+    pub fn kind(&self) -> TaskKind {
+        self.kind
     }
 
     /// How long the poll had run when it was reported: at least this long,
@@ -83,8 +93,14 @@ impl fmt::Display for Stall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "task {} spawned at {} has run on {} for {} ms without yielding",
+            "{} {} {} at {} has run on {} for {} ms without yielding",
+            self.kind,
             self.task,
+            match self.kind {
+                TaskKind::StrandRunner => "of the strand created",
+                TaskKind::PriorityPump => "of the executor created",
+                _ => "spawned",
+            },
             self.location,
             self.worker,
             self.elapsed.as_millis()
@@ -96,6 +112,7 @@ impl fmt::Debug for Stall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stall")
             .field("task", &self.task)
+            .field("kind", &self.kind)
             .field("worker", &self.worker)
             .field("location", &format_args!("{}", self.location))
             .field("elapsed", &self.elapsed)
@@ -168,11 +185,12 @@ fn watch_workers(shared: Weak<Shared>, watch: StallWatch) {
                 continue;
             }
             let elapsed = now.saturating_duration_since(last.since);
-            if let Some((task, location)) = seen.task {
+            if let Some((task, location, machinery)) = seen.task {
                 if !last.reported && elapsed >= watch.threshold {
                     last.reported = true;
                     let stall = Stall {
                         task,
+                        kind: machinery.into(),
                         worker: format!("{}-{index}", shared.name),
                         location,
                         elapsed,

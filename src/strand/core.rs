@@ -12,7 +12,9 @@ use super::busy::Busy;
 use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Ran, Taken};
 use super::{Shared, StrandMetrics};
 use crate::error::{PanicPayload, RejectReason};
-use crate::executor::{admit, past_limit, report, try_admit, Admission, Exec, Executor, Runnable};
+use crate::executor::{
+    admit, past_limit, report, try_admit, Admission, Exec, Executor, Machinery, Runnable,
+};
 use crate::section::Frame;
 use crate::task::{create_daemon, current_task_id, task_id, with_current_task, Daemon};
 use crate::trace::trace_event;
@@ -84,7 +86,12 @@ impl Core {
         // The runner is made now, started by the first submission. It
         // holds the strand weakly: the strand holds its waker.
         let runner = Runner { shared: me.clone() };
-        let (runnable, daemon) = create_daemon(inner.clone(), runner);
+        let (runnable, daemon) = create_daemon(
+            inner.clone(),
+            runner,
+            Machinery::StrandRunner,
+            book.location,
+        );
         Core {
             queue: Queue::new(),
             batch: OwnerCell::new(List::default()),
