@@ -87,6 +87,13 @@ pub(crate) fn fresh() -> Scope {
     enter(Some(BUDGET))
 }
 
+/// No budget until the returned guard drops: for a future that must be
+/// polled even when the budget is spent.
+#[inline]
+pub(crate) fn lifted() -> Scope {
+    enter(None)
+}
+
 /// `Pending` (with the task woken, to run again soon) if the budget is
 /// spent; the caller then must not make progress. Otherwise the caller may
 /// go on, and calls [`spend`] if it makes progress.
@@ -202,7 +209,7 @@ impl<F: Future> Future for Unconstrained<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let _budget = enter(None);
+        let _budget = lifted();
         self.project().future.poll(cx)
     }
 }

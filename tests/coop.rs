@@ -153,3 +153,38 @@ fn outside_any_task_nothing_is_held_back() {
         assert!(std::pin::Pin::new(&mut handle).poll(&mut cx).is_ready());
     }
 }
+
+#[test]
+fn a_timeout_fires_even_when_its_future_spends_the_budget_every_poll() {
+    within("timeout", || {
+        let pool = pool("timeout", 1);
+        let busy = pool.spawn(viaduct::time::timeout(Duration::from_millis(20), async {
+            loop {
+                // A finished handle: ready at once, one unit of budget.
+                Inline.run(|| ()).await.unwrap();
+            }
+        }));
+        assert!(block_on(busy).unwrap().is_err(), "the deadline must win");
+    });
+}
+
+#[test]
+fn a_task_made_to_yield_at_a_free_lock_does_not_hold_it_while_it_waits() {
+    within("lock-yield", || {
+        let pool = pool("lock-yield", 1);
+        let value = Guarded::new(pool.clone(), 0u32);
+        let v = value.clone();
+        let locker = pool.spawn(async move {
+            for _ in 0..1_000 {
+                *v.lock().await += 1;
+            }
+        });
+        let v = value.clone();
+        // Runs when the locker's budget runs out: the value must be free.
+        let other = pool.spawn(async move { v.try_lock().map(|g| *g) });
+        let seen = block_on(other).unwrap();
+        block_on(locker).unwrap();
+        let seen = seen.expect("the lock was held across the locker's forced yield");
+        assert!(seen < 1_000, "ran only after the locker: {seen}");
+    });
+}

@@ -339,3 +339,36 @@ fn a_task_nothing_can_wake_again_leaves_the_dump() {
         assert_eq!(dump.not_started(), 0, "{dump}");
     });
 }
+
+#[test]
+fn a_sleep_reset_while_waiting_shows_its_new_deadline() {
+    within("reset", || {
+        use std::future::Future;
+        let pool = pool("reset", 1);
+        let task = pool.spawn(async {
+            let mut sleep = Box::pin(viaduct::time::sleep(Duration::from_secs(3600)));
+            // One poll, noted with the first deadline, then a reset.
+            std::future::poll_fn(|cx| {
+                assert!(sleep.as_mut().poll(cx).is_pending());
+                std::task::Poll::Ready(())
+            })
+            .await;
+            sleep
+                .as_mut()
+                .reset(Instant::now() + Duration::from_secs(7200));
+            sleep.await;
+        });
+        let id = task.id().unwrap();
+        let dump = dump_when(&pool, |d| {
+            d.task(id).is_some_and(|t| !t.waits_on().is_empty())
+        });
+        match dump.task(id).unwrap().waits_on() {
+            [WaitsOn::Timer { deadline }] => assert!(
+                *deadline > Instant::now() + Duration::from_secs(5000),
+                "the first deadline is still shown\n{dump}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        task.abort();
+    });
+}

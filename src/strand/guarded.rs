@@ -454,6 +454,9 @@ pub struct Lock<'a, T> {
 enum LockState {
     /// The strand was idle: this future owns it already.
     Held,
+    /// Gave a free strand back because the task's budget was spent; asks
+    /// again at the next poll.
+    Unrequested,
     Waiting(Arc<Waiter>),
     /// The guard was handed out.
     Done,
@@ -464,16 +467,28 @@ impl LockState {
     /// with the request's allocation for [`Waiter::recycle`] once the
     /// caller has made its guard: dropping it drops a user's waker, which
     /// may panic, and the guard must then exist to pass the strand on.
-    fn poll_owned<T>(
+    fn poll_owned<T: Send + 'static>(
         &mut self,
         guarded: &Guarded<T>,
         noted: &mut Noted,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Arc<Waiter>>> {
-        ready!(crate::coop::poll_proceed(cx));
         let core = &guarded.shared.core;
+        if let LockState::Unrequested = self {
+            *self = guarded.request();
+        }
         match self {
-            LockState::Held => {}
+            LockState::Held => {
+                // The budget is spent: the strand is given back rather
+                // than held across the yield, with waiters behind it. A
+                // granted request keeps it (it has waited already).
+                if crate::coop::poll_proceed(cx).is_pending() {
+                    self.give_up(guarded);
+                    *self = LockState::Unrequested;
+                    return Poll::Pending;
+                }
+            }
+            LockState::Unrequested => unreachable!("requested just above"),
             LockState::Waiting(waiter) => {
                 if waiter.poll_granted(cx).is_pending() {
                     section::check_not_blocking_on("the lock", || (core.id(), current_task_id()));
@@ -499,7 +514,7 @@ impl LockState {
         let owns = match &state {
             LockState::Held => true,
             LockState::Waiting(waiter) => !waiter.cancel(),
-            LockState::Done => false,
+            LockState::Unrequested | LockState::Done => false,
         };
         if owns {
             // SAFETY: the request was granted (or found the strand idle)

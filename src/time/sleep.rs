@@ -138,6 +138,8 @@ impl Sleep {
         // moved.
         let this = unsafe { self.get_unchecked_mut() };
         this.cancel();
+        // Noted again, with the new deadline, at the next `Pending`.
+        this.noted.done();
         if this.entry.state() == FIRED {
             // The wheel let go of it when it fired: ours alone again.
             this.entry.set_state(IDLE);
@@ -323,6 +325,9 @@ impl<F: Future> Future for Timeout<F> {
             this.sleep.cancel();
             return Poll::Ready(Ok(v));
         }
+        // Without a budget: a future that spends the budget every poll
+        // would otherwise hold its own deadline back forever.
+        let _lifted = crate::coop::lifted();
         this.sleep.poll(cx).map(|()| Err(Elapsed(())))
     }
 }
