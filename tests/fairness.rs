@@ -5,7 +5,7 @@
 #[allow(dead_code)] // only `pool`, `fib` and `within` are used here
 mod support;
 
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -146,5 +146,38 @@ fn fork_join_results_are_unchanged() {
         assert_eq!(fib(&pool, 25), 75_025);
         let p = pool.clone();
         assert_eq!(block_on(pool.run(move || fib(&p, 20))).unwrap(), 6_765);
+    });
+}
+
+#[test]
+fn a_task_run_inside_a_join_does_not_run_more_tasks_inside_its_own_joins() {
+    thread_local! {
+        static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    within("nesting", || {
+        let pool = pool("nesting", 1);
+        let deepest = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let (pool, deepest) = (pool.clone(), deepest.clone());
+                pool.clone().run(move || {
+                    let depth = DEPTH.with(|d| d.get() + 1);
+                    DEPTH.with(|d| d.set(depth));
+                    deepest.fetch_max(depth, SeqCst);
+                    // 20 ms of joins (fib), which share the worker now and then.
+                    let until = Instant::now() + Duration::from_millis(20);
+                    while Instant::now() < until {
+                        std::hint::black_box(fib(&pool, 12));
+                    }
+                    DEPTH.with(|d| d.set(depth - 1));
+                })
+            })
+            .collect();
+        for t in tasks {
+            block_on(t).unwrap();
+        }
+        // A join shares the worker with one task, which does not share it
+        // again: at most two of these tasks on the stack at once.
+        assert_eq!(deepest.load(SeqCst), 2);
     });
 }

@@ -71,6 +71,9 @@ pub(crate) struct WorkerCtx {
     joins_left: Cell<u32>,
     joins_per_look: Cell<u32>,
     last_look: Cell<Instant>,
+    /// Running a task for `share_with_tasks`: that task's joins do not
+    /// share again, so tasks never pile up on the join's stack.
+    sharing: Cell<bool>,
     rng: Cell<u32>,
     /// Where this worker's stack starts, roughly, and its size: for
     /// `check_stack`.
@@ -116,6 +119,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         joins_left: Cell::new(1),
         joins_per_look: Cell::new(1),
         last_look: Cell::new(Instant::now()),
+        sharing: Cell::new(false),
     };
     WORKER.with(|w| w.set(&ctx));
     let here = crate::watch::Here {
@@ -254,12 +258,19 @@ impl WorkerCtx {
             return; // too soon: the count was too small, and is larger now
         }
         self.last_look.set(now);
+        // One shared task at a time, and only with half the stack free: it
+        // runs on top of the join.
+        if self.sharing.get() || self.stack_used(0) > self.stack_size / 2 {
+            return;
+        }
         let task = match self.lifo.take() {
             Some(r) => Some(Job::Task(r)),
             None => self.queues.tasks.pop().or_else(|| self.steal_injector()),
         };
         if let Some(job) = task {
-            job.run();
+            self.sharing.set(true);
+            job.run(); // catches the panics of what it runs
+            self.sharing.set(false);
         }
     }
 
@@ -395,12 +406,17 @@ impl WorkerCtx {
         )
     }
 
+    /// Bytes of this worker's stack in use, roughly, plus `margin`.
+    fn stack_used(&self, margin: usize) -> usize {
+        let here = std::hint::black_box(0u8);
+        self.stack_top.abs_diff(&here as *const u8 as usize) + margin
+    }
+
     /// Panics, rather than overflow the stack, when a `block_on` (which
     /// runs other tasks on this stack) starts with three quarters of the
     /// worker's stack in use; or would, `margin` bytes further down.
     pub(crate) fn check_stack(&self, margin: usize) {
-        let here = std::hint::black_box(0u8);
-        let used = self.stack_top.abs_diff(&here as *const u8 as usize) + margin;
+        let used = self.stack_used(margin);
         if used > self.stack_size / 4 * 3 {
             panic!(
                 "viaduct::block_on nested too deep on {}: each block_on on a pool worker runs \
