@@ -52,8 +52,8 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::executor::Machinery;
 use crate::task_id::TaskId;
+pub use crate::task_id::TaskKind;
 use crate::watch::{self, Books, Holder, LockBook, LockKind, WaitOn};
 
 /// Every live task of a pool, as [`ThreadPool::dump`](crate::ThreadPool::dump)
@@ -78,42 +78,6 @@ pub struct TaskEntry {
     kind: TaskKind,
     state: TaskState,
     waits: Vec<WaitsOn>,
-}
-
-/// What runs in a task: a future spawned by user code, or one of the
-/// queues viaduct drains in a task of its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TaskKind {
-    /// A future or closure spawned by user code, at its location.
-    Spawned,
-    /// The runner of a strand, a `Guarded` value or a key of
-    /// `KeyedStrands`: it runs their sections and posts one at a time. Its
-    /// location is where the strand was created.
-    StrandRunner,
-    /// A pump of a `PriorityExecutor`, which runs its queued work highest
-    /// first. Its location is where the executor was created.
-    PriorityPump,
-}
-
-impl From<Machinery> for TaskKind {
-    fn from(m: Machinery) -> TaskKind {
-        match m {
-            Machinery::None => TaskKind::Spawned,
-            Machinery::StrandRunner => TaskKind::StrandRunner,
-            Machinery::PriorityPump => TaskKind::PriorityPump,
-        }
-    }
-}
-
-impl fmt::Display for TaskKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TaskKind::Spawned => "task",
-            TaskKind::StrandRunner => "strand runner",
-            TaskKind::PriorityPump => "priority pump",
-        })
-    }
 }
 
 /// What a task is doing.
@@ -270,15 +234,20 @@ impl TaskEntry {
 }
 
 impl TaskDump {
-    /// Collects the dump of the pool named `pool` from its books; `live`
-    /// is its count of accepted tasks not yet over.
-    pub(crate) fn collect(pool: &str, books: &Books, live: u64) -> TaskDump {
-        let worker_name = |i: usize| format!("{pool}-{i}");
-        let mut running: HashMap<TaskId, (String, &'static Location<'static>, Machinery)> =
+    /// Collects the dump of the pool named `pool`, whose workers are named
+    /// by `worker_name`, from its books; `live` is its count of accepted
+    /// tasks not yet over.
+    pub(crate) fn collect(
+        pool: &str,
+        worker_name: impl Fn(usize) -> String,
+        books: &Books,
+        live: u64,
+    ) -> TaskDump {
+        let mut running: HashMap<TaskId, (String, &'static Location<'static>, TaskKind)> =
             HashMap::new();
         for (i, book) in books.workers().enumerate() {
-            if let Some((id, location, machinery)) = book.running.read().task {
-                running.insert(id, (worker_name(i), location, machinery));
+            if let Some((id, location, kind)) = book.running.read().task {
+                running.insert(id, (worker_name(i), location, kind));
             }
         }
         let mut tasks: BTreeMap<TaskId, TaskEntry> = BTreeMap::new();
@@ -297,18 +266,18 @@ impl TaskDump {
                     TaskEntry {
                         id: t.id,
                         location: t.location,
-                        kind: t.machinery.into(),
+                        kind: t.kind,
                         state,
                         waits: Vec::new(),
                     },
                 );
             }
         }
-        for (id, (worker, location, machinery)) in running {
+        for (id, (worker, location, kind)) in running {
             tasks.entry(id).or_insert(TaskEntry {
                 id,
                 location,
-                kind: machinery.into(),
+                kind,
                 state: TaskState::Running {
                     worker: Some(worker),
                 },
@@ -316,8 +285,11 @@ impl TaskDump {
             });
         }
         let listed: Vec<TaskId> = tasks.keys().copied().collect();
+        let mut waits = watch::all_waits();
         for entry in tasks.values_mut() {
-            entry.waits = watch::waits_of(entry.id)
+            entry.waits = waits
+                .remove(&entry.id)
+                .unwrap_or_default()
                 .into_iter()
                 .map(|w| match w {
                     WaitOn::Lock(book) => WaitsOn::Lock(LockEntry::new(book)),
@@ -463,7 +435,8 @@ fn cycle_within<'a>(
     scc: &[usize],
 ) -> Option<Vec<(usize, &'a WaitsOn)>> {
     let start = *scc.iter().min()?;
-    let inside = |i: usize| scc.contains(&i);
+    let members: std::collections::HashSet<usize> = scc.iter().copied().collect();
+    let inside = |i: usize| members.contains(&i);
     // Breadth-first from `start` inside the component back to `start`: the
     // shortest cycle through it.
     let mut came_from: HashMap<usize, (usize, &'a WaitsOn)> = HashMap::new();

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use crate::error::{drop_payload, Panic, PanicPayload, RejectReason, TaskError};
-use crate::task_id::TaskId;
+use crate::task_id::{TaskId, TaskKind};
 
 /// Something that runs [`Runnable`]s.
 ///
@@ -605,21 +605,9 @@ pub struct TaskInfo {
     /// Where the task was spawned (`#[track_caller]` on every spawn path).
     pub(crate) location: &'static Location<'static>,
     /// What runs in the task: user code, or a queue viaduct drains.
-    pub(crate) machinery: Machinery,
+    pub(crate) kind: TaskKind,
     /// Queued, running or waiting, for dumps (see `watch`).
     pub(crate) state: std::sync::atomic::AtomicU8,
-}
-
-/// What a task runs, for dumps: the user's future, or one of viaduct's
-/// queues (whose task then carries the location where the queue's owner
-/// was created).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Machinery {
-    None = 0,
-    /// A strand's (a `Guarded` value's, a key's) runner.
-    StrandRunner = 1,
-    /// A `PriorityExecutor`'s pump.
-    PriorityPump = 2,
 }
 
 impl TaskInfo {

@@ -62,9 +62,10 @@ use std::task::{Context, Poll, Waker};
 
 use crate::error::RejectReason;
 use crate::executor::Runnable;
-use crate::executor::{home_of, Admission, Exec, Executor, Internal, Machinery, INTERNAL};
+use crate::executor::{home_of, Admission, Exec, Executor, Internal, INTERNAL};
 use crate::spawn::impl_spawn;
 use crate::task::{create_daemon, spawn_or_reject, Daemon, JoinHandle};
+use crate::task_id::TaskKind;
 
 /// Decorates an executor with priorities: when the inner executor next runs
 /// one of this decorator's tasks, it is the highest-priority one pending,
@@ -396,7 +397,7 @@ impl Shared {
                 let (runnable, daemon) = create_daemon(
                     self.inner.clone(),
                     pump,
-                    Machinery::PriorityPump,
+                    TaskKind::PriorityPump,
                     self.created_at,
                 );
                 self.state().pumps.push(daemon);

@@ -27,10 +27,8 @@ use async_task::{Builder, FallibleTask, ScheduleInfo, WithInfo};
 
 use crate::error::{drop_payload, ByValue, Panic, PanicPayload, RejectReason, TaskError};
 use crate::executor::INTERNAL;
-use crate::executor::{
-    report, Admission, Exec, Executor, Failure, Machinery, Runnable, Sink, TaskInfo,
-};
-use crate::task_id::TaskId;
+use crate::executor::{report, Admission, Exec, Executor, Failure, Runnable, Sink, TaskInfo};
+use crate::task_id::{TaskId, TaskKind};
 use crate::watch::{Noted, WaitOn};
 
 /// The viaduct task being polled on this thread: its metadata, and the data
@@ -424,14 +422,14 @@ where
 pub(crate) fn create_daemon<F>(
     exec: Exec,
     fut: F,
-    machinery: Machinery,
+    kind: TaskKind,
     owner_created_at: &'static Location<'static>,
 ) -> (Runnable, Daemon)
 where
     F: Future<Output = ()> + Send + 'static,
 {
     let fut = futures::FutureExt::map(fut, Ok);
-    let (runnable, task) = create_task(exec, fut, Admission::EXEMPT, machinery, owner_created_at);
+    let (runnable, task) = create_task(exec, fut, Admission::EXEMPT, kind, owner_created_at);
     (runnable, Daemon(task))
 }
 
@@ -454,7 +452,7 @@ where
     F: Future<Output = Result<T, TaskError>> + Send + 'static,
     T: Send + 'static,
 {
-    let (runnable, task) = create_task(exec, fut, admission, Machinery::None, Location::caller());
+    let (runnable, task) = create_task(exec, fut, admission, TaskKind::Spawned, Location::caller());
     let info = InfoRef(NonNull::from(task.metadata()));
     let handle = JoinHandle {
         state: State::Running {
@@ -474,7 +472,7 @@ fn create_task<F, T>(
     exec: Exec,
     fut: F,
     admission: Admission,
-    machinery: Machinery,
+    kind: TaskKind,
     location: &'static Location<'static>,
 ) -> (Runnable, async_task::Task<Outcome<T>, TaskInfo>)
 where
@@ -495,7 +493,7 @@ where
         strand_link: AtomicUsize::new(0),
         id: TaskId::next(),
         location,
-        machinery,
+        kind,
         state: std::sync::atomic::AtomicU8::new(crate::watch::QUEUED),
     };
     let schedule = move |runnable: Runnable, how: ScheduleInfo| {

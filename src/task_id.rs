@@ -82,3 +82,29 @@ impl fmt::Debug for TaskId {
         write!(f, "TaskId({})", self.0)
     }
 }
+
+/// What runs in a task: a future spawned by user code, or one of the
+/// queues viaduct drains in a task of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskKind {
+    /// A future or closure spawned by user code, at its location.
+    Spawned = 0,
+    /// The runner of a strand, a `Guarded` value or a key of
+    /// `KeyedStrands`: it runs their sections and posts one at a time. Its
+    /// location is where the strand was created.
+    StrandRunner = 1,
+    /// A pump of a `PriorityExecutor`, which runs its queued work highest
+    /// first. Its location is where the executor was created.
+    PriorityPump = 2,
+}
+
+impl fmt::Display for TaskKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TaskKind::Spawned => "task",
+            TaskKind::StrandRunner => "strand runner",
+            TaskKind::PriorityPump => "priority pump",
+        })
+    }
+}

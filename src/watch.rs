@@ -7,10 +7,11 @@
 //!   seqlock of plain stores on its own cache line.
 //! - A task enters its worker's book only when a poll of it first returns
 //!   `Pending`: most tasks finish in their first poll and never do. It
-//!   leaves the book when its future is dropped.
+//!   leaves the book when its future is dropped, or its metadata (which
+//!   async-task may free without dropping the future).
 //! - What a task waits on is noted only when one of viaduct's futures
-//!   returns `Pending` in it, in a table sharded by task id, and taken out
-//!   when that future is ready or dropped.
+//!   returns `Pending` in it on a pool worker, in a table sharded by task
+//!   id, and taken out when that future is ready or dropped.
 //! - A [`LockBook`] notes which task holds a `Guarded` value or a strand:
 //!   one store when a section or guard starts, one when it ends.
 
@@ -24,10 +25,10 @@ use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
-use crate::executor::{Machinery, TaskInfo};
+use crate::executor::TaskInfo;
 use crate::loom::{fence, lock_std, AtomicPtr, Ordering::*};
 use crate::slab::Slab;
-use crate::task_id::TaskId;
+use crate::task_id::{TaskId, TaskKind};
 
 /// A task's state as a dump shows it, in [`TaskInfo::state`].
 pub(crate) const QUEUED: u8 = 0;
@@ -53,26 +54,26 @@ pub(crate) struct Running {
 pub(crate) struct Seen {
     /// Changes whenever a poll starts or ends on the worker.
     pub(crate) seq: u64,
-    pub(crate) task: Option<(TaskId, &'static Location<'static>, Machinery)>,
+    pub(crate) task: Option<(TaskId, &'static Location<'static>, TaskKind)>,
 }
 
 /// Where a [`Running`] record keeps what runs in the task, above its id
 /// (ids stay far below 2^62: a block of 1024 per thread at a time).
-const MACHINERY_SHIFT: u32 = 62;
+const KIND_SHIFT: u32 = 62;
 
 /// The task word of a [`Running`] record for `info`.
 fn tagged(info: &TaskInfo) -> u64 {
-    info.id.as_u64() | (info.machinery as u64) << MACHINERY_SHIFT
+    info.id.as_u64() | (info.kind as u64) << KIND_SHIFT
 }
 
-fn untagged(word: u64) -> Option<(TaskId, Machinery)> {
-    let id = TaskId::from_u64(word & ((1 << MACHINERY_SHIFT) - 1))?;
-    let machinery = match word >> MACHINERY_SHIFT {
-        0 => Machinery::None,
-        1 => Machinery::StrandRunner,
-        _ => Machinery::PriorityPump,
+fn untagged(word: u64) -> Option<(TaskId, TaskKind)> {
+    let id = TaskId::from_u64(word & ((1 << KIND_SHIFT) - 1))?;
+    let kind = match word >> KIND_SHIFT {
+        0 => TaskKind::Spawned,
+        1 => TaskKind::StrandRunner,
+        _ => TaskKind::PriorityPump,
     };
-    Some((id, machinery))
+    Some((id, kind))
 }
 
 impl Running {
@@ -96,11 +97,11 @@ impl Running {
                 crate::loom::spin_loop();
                 continue;
             }
-            let task = untagged(task).map(|(id, machinery)| {
+            let task = untagged(task).map(|(id, kind)| {
                 // SAFETY: every non-null pointer stored is a
                 // `&'static Location` (see `enter_poll`), stored with its
                 // task id; a reading inside one write's bounds pairs them.
-                (id, unsafe { &*location }, machinery)
+                (id, unsafe { &*location }, kind)
             });
             return Seen { seq, task };
         }
@@ -116,7 +117,8 @@ pub(crate) struct WorkerBook {
 }
 
 /// A booked task's metadata. Only read under its book's lock, which the
-/// task's future takes to leave the book before it is dropped.
+/// task takes to leave the book before its metadata is dropped (see
+/// [`BookingSlot`]).
 #[derive(Clone, Copy)]
 struct TaskPtr(NonNull<TaskInfo>);
 
@@ -146,7 +148,7 @@ impl Books {
 pub(crate) struct Booked {
     pub(crate) id: TaskId,
     pub(crate) location: &'static Location<'static>,
-    pub(crate) machinery: Machinery,
+    pub(crate) kind: TaskKind,
     pub(crate) state: u8,
 }
 
@@ -162,7 +164,7 @@ impl WorkerBook {
                 Booked {
                     id: info.id,
                     location: info.location,
-                    machinery: info.machinery,
+                    kind: info.kind,
                     state: info.state.load(Relaxed),
                 }
             })
@@ -408,6 +410,9 @@ impl Noted {
         let Some(task) = task.map(TaskId::as_u64) else {
             return;
         };
+        if HERE.with(Cell::get).is_null() {
+            return; // not a pool worker: no dump lists the task
+        }
         let wait = what();
         let mut shard = lock_std(shard(task));
         shard.next_key += 1;
@@ -431,18 +436,24 @@ impl Drop for Noted {
     }
 }
 
-/// What `task` waits on now, in the order it began to wait.
-pub(crate) fn waits_of(task: TaskId) -> Vec<WaitOn> {
-    let task = task.as_u64();
-    let shard = lock_std(shard(task));
-    let mut waits: Vec<(u64, WaitOn)> = shard
-        .waits
-        .iter()
-        .filter(|((t, _), _)| *t == task)
-        .map(|((_, key), w)| (*key, w.clone()))
-        .collect();
-    waits.sort_by_key(|(key, _)| *key);
-    waits.into_iter().map(|(_, w)| w).collect()
+/// What every waiting task waits on now, each task's waits in the order
+/// it began them: every shard locked once.
+pub(crate) fn all_waits() -> HashMap<TaskId, Vec<WaitOn>> {
+    let mut all: HashMap<TaskId, Vec<(u64, WaitOn)>> = HashMap::new();
+    for shard in table() {
+        let shard = lock_std(shard);
+        for (&(task, key), wait) in &shard.waits {
+            if let Some(task) = TaskId::from_u64(task) {
+                all.entry(task).or_default().push((key, wait.clone()));
+            }
+        }
+    }
+    all.into_iter()
+        .map(|(task, mut waits)| {
+            waits.sort_by_key(|(key, _)| *key);
+            (task, waits.into_iter().map(|(_, w)| w).collect())
+        })
+        .collect()
 }
 
 #[cfg(all(test, loom))]

@@ -409,7 +409,7 @@ impl Builder {
         let stack_size = self.stack_size.unwrap_or_else(default_stack_size);
         for (index, queues) in workers.into_iter().enumerate() {
             let b = thread::Builder::new()
-                .name(format!("{}-{index}", pool.shared.name))
+                .name(pool.shared.worker_name(index))
                 .stack_size(stack_size);
             let shared = pool.shared.clone();
             match b.spawn(move || worker::run(shared, index, queues, stack_size)) {

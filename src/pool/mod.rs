@@ -573,7 +573,7 @@ impl ThreadPool {
     /// ```
     pub fn dump(&self) -> crate::dump::TaskDump {
         let s = &self.shared;
-        crate::dump::TaskDump::collect(&s.name, &s.books, s.live())
+        crate::dump::TaskDump::collect(&s.name, |i| s.worker_name(i), &s.books, s.live())
     }
 
     /// A snapshot of the pool's counters.
@@ -625,6 +625,11 @@ impl Shared {
     }
 
     /// Accepted tasks whose future has not been dropped yet.
+    /// The name of worker `index`'s thread.
+    pub(crate) fn worker_name(&self, index: usize) -> String {
+        format!("{}-{index}", self.name)
+    }
+
     fn live(&self) -> u64 {
         // `finished` first: it never passes `spawned`, and both only grow,
         // so equal readings mean nothing was live at the first read.

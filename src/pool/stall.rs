@@ -185,13 +185,13 @@ fn watch_workers(shared: Weak<Shared>, watch: StallWatch) {
                 continue;
             }
             let elapsed = now.saturating_duration_since(last.since);
-            if let Some((task, location, machinery)) = seen.task {
+            if let Some((task, location, kind)) = seen.task {
                 if !last.reported && elapsed >= watch.threshold {
                     last.reported = true;
                     let stall = Stall {
                         task,
-                        kind: machinery.into(),
-                        worker: format!("{}-{index}", shared.name),
+                        kind,
+                        worker: shared.worker_name(index),
                         location,
                         elapsed,
                     };

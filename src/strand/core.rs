@@ -12,11 +12,10 @@ use super::busy::Busy;
 use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Ran, Taken};
 use super::{Shared, StrandMetrics};
 use crate::error::{PanicPayload, RejectReason};
-use crate::executor::{
-    admit, past_limit, report, try_admit, Admission, Exec, Executor, Machinery, Runnable,
-};
+use crate::executor::{admit, past_limit, report, try_admit, Admission, Exec, Executor, Runnable};
 use crate::section::Frame;
 use crate::task::{create_daemon, current_task_id, task_id, with_current_task, Daemon};
+use crate::task_id::TaskKind;
 use crate::trace::trace_event;
 use crate::watch::LockBook;
 
@@ -86,12 +85,8 @@ impl Core {
         // The runner is made now, started by the first submission. It
         // holds the strand weakly: the strand holds its waker.
         let runner = Runner { shared: me.clone() };
-        let (runnable, daemon) = create_daemon(
-            inner.clone(),
-            runner,
-            Machinery::StrandRunner,
-            book.location,
-        );
+        let (runnable, daemon) =
+            create_daemon(inner.clone(), runner, TaskKind::StrandRunner, book.location);
         Core {
             queue: Queue::new(),
             batch: OwnerCell::new(List::default()),
