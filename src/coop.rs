@@ -71,11 +71,13 @@ thread_local! {
 pub(crate) struct Scope(Budget);
 
 impl Drop for Scope {
+    #[inline]
     fn drop(&mut self) {
         BUDGET_LEFT.with(|b| b.set(self.0));
     }
 }
 
+#[inline]
 fn enter(left: Option<u32>) -> Scope {
     Scope(BUDGET_LEFT.with(|b| b.replace(Budget { left, forced: 0 })))
 }

@@ -257,12 +257,11 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             worker = std::thread::current().name().unwrap_or("")
         )
         .entered();
-        let failed = |error| {
-            Poll::Ready(Err(Failure {
-                error: Some(error),
-                sink: sink(),
-            }))
+        let failure = |error| Failure {
+            error: Some(error),
+            sink: sink(),
         };
+        let failed = |error| Poll::Ready(Err(failure(error)));
         if info.aborted.load(Ordering::Acquire) {
             // Aborted: the future is dropped now, unpolled, while the task
             // is still marked current (its `Drop` may ask for the task).
@@ -274,32 +273,35 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         let fut = unsafe { Pin::new_unchecked(&mut this.fut) }
             .as_pin_mut()
             .expect("the only early drop is just above, and returns");
-        let polled = match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
-            Ok(Poll::Ready(Ok(v))) => Poll::Ready(Ok(Value {
+        // `Pending` returns on its own path: merged with the others, it
+        // went through the same stack temporary, copied out in wide loads
+        // that stall on the narrow stores that had just written it.
+        let outcome = match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Pending) => {
+                crate::watch::left_pending(info, polling.as_ref());
+                return Poll::Pending;
+            }
+            Ok(Poll::Ready(Ok(v))) => Ok(Value {
                 value: ManuallyDrop::new(v),
                 sink: if std::mem::needs_drop::<T>() {
                     sink()
                 } else {
                     None
                 },
-            })),
-            Ok(Poll::Ready(Err(error))) => failed(error),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(payload) => failed(TaskError::Panicked(Panic::new(payload))),
+            }),
+            Ok(Poll::Ready(Err(error))) => Err(failure(error)),
+            Err(payload) => Err(failure(TaskError::Panicked(Panic::new(payload)))),
         };
-        this.completed = polled.is_ready();
-        if !this.completed {
-            crate::watch::left_pending(info, polling.as_ref());
-        }
-        if this.completed && info.aborted.load(Ordering::Acquire) {
+        this.completed = true;
+        if info.aborted.load(Ordering::Acquire) {
             // Aborted while this poll ran: the abort came before the task
             // finished, so the handle says `Cancelled`, as it may have
             // already; the result is dropped (a panicking `Drop` of it is
             // reported).
-            drop(polled);
+            drop(outcome);
             return failed(TaskError::Cancelled);
         }
-        polled
+        Poll::Ready(outcome)
     }
 }
 

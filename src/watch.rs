@@ -77,6 +77,7 @@ fn untagged(word: u64) -> Option<(TaskId, TaskKind)> {
 }
 
 impl Running {
+    #[inline]
     fn write(&self, task: u64, location: *mut Location<'static>) {
         let seq = self.seq.load(Relaxed);
         self.seq.store(seq.wrapping_add(1), Relaxed);
@@ -128,19 +129,19 @@ struct TaskPtr(NonNull<TaskInfo>);
 unsafe impl Send for TaskPtr {}
 
 /// A pool's records, one per worker.
-pub(crate) struct Books(Box<[CachePadded<WorkerBook>]>);
+///
+/// Each book is shared on its own: a booked task keeps its worker's book
+/// alive (it may outlive the pool), and counting it there rather than on
+/// the pool's whole set keeps the workers off one another's cache lines.
+pub(crate) struct Books(Box<[Arc<CachePadded<WorkerBook>>]>);
 
 impl Books {
     pub(crate) fn new(workers: usize) -> Arc<Books> {
         Arc::new(Books((0..workers).map(|_| Default::default()).collect()))
     }
 
-    pub(crate) fn worker(&self, index: usize) -> &WorkerBook {
-        &self.0[index]
-    }
-
     pub(crate) fn workers(&self) -> impl Iterator<Item = &WorkerBook> {
-        self.0.iter().map(|b| &**b)
+        self.0.iter().map(|b| &***b)
     }
 }
 
@@ -183,7 +184,7 @@ impl BookingSlot {
     /// Leaves the book, if in one.
     fn leave(booking: Option<Booking>) {
         if let Some(b) = booking {
-            lock_std(&b.books.worker(b.worker).tasks).remove(b.key);
+            lock_std(&b.book.tasks).remove(b.key);
         }
     }
 }
@@ -195,20 +196,25 @@ impl Drop for BookingSlot {
 }
 
 struct Booking {
-    books: Arc<Books>,
-    worker: usize,
+    book: Arc<CachePadded<WorkerBook>>,
     key: usize,
 }
 
-/// The worker running on this thread: its pool's books and its index.
+/// The worker running on this thread: its book.
 pub(crate) struct Here {
-    pub(crate) books: Arc<Books>,
-    pub(crate) index: usize,
+    book: Arc<CachePadded<WorkerBook>>,
 }
 
 impl Here {
+    pub(crate) fn new(books: &Books, index: usize) -> Here {
+        Here {
+            book: books.0[index].clone(),
+        }
+    }
+
+    #[inline]
     fn running(&self) -> &Running {
-        &self.books.worker(self.index).running
+        &self.book.running
     }
 }
 
@@ -242,6 +248,7 @@ pub(crate) struct Polling {
 }
 
 impl Polling {
+    #[inline]
     fn here(&self) -> &Here {
         // SAFETY: the `Here` of the worker running this thread, which
         // outlives every poll the worker makes.
@@ -264,6 +271,7 @@ pub(crate) fn enter_poll(info: &TaskInfo) -> Option<Polling> {
 }
 
 impl Drop for Polling {
+    #[inline]
     fn drop(&mut self) {
         self.here().running().write(self.outer.0, self.outer.1);
     }
@@ -283,10 +291,9 @@ pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>) {
         return;
     }
     let here = polling.here();
-    let key = lock_std(&here.books.worker(here.index).tasks).insert(TaskPtr(NonNull::from(info)));
+    let key = lock_std(&here.book.tasks).insert(TaskPtr(NonNull::from(info)));
     *booking = Some(Booking {
-        books: here.books.clone(),
-        worker: here.index,
+        book: here.book.clone(),
         key,
     });
 }

@@ -113,9 +113,14 @@ impl<L: Latch, F: FnOnce() -> R + Send, R: Send> StackJob<L, F, R> {
 
     /// Runs the job on the owner's thread (it was not stolen). A panic
     /// propagates as is: nothing else waits for this job.
+    ///
+    /// Borrows rather than consumes the job: moving it out would copy the
+    /// whole job (latch and result slot too) on fork-join's hottest path,
+    /// in wide loads that cannot be forwarded from the narrow stores that
+    /// just wrote it.
     #[inline]
-    pub(crate) fn run_inline(self) -> R {
-        let func = self.func.into_inner().expect("a stack job runs once");
+    pub(crate) fn run_inline(&mut self) -> R {
+        let func = self.func.get_mut().take().expect("a stack job runs once");
         func()
     }
 

@@ -111,7 +111,7 @@ impl WorkerCtx {
             owner: self.index,
         };
         self.share_with_tasks();
-        let job_b = StackJob::new(latch, b);
+        let mut job_b = StackJob::new(latch, b);
         let job_b_ref = job_b.as_job_ref();
         self.queues.forks.push(job_b_ref);
         self.shared.idle.notify_for_fork();
