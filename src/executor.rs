@@ -7,6 +7,7 @@
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::panic::Location;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -293,28 +294,139 @@ pub(crate) fn home_of<E: Executor + Clone>(ex: &E) -> Exec {
         .unwrap_or_else(|| Exec(Arc::new(ex.clone())))
 }
 
-/// Who counts a task, held in the task until its future is dropped.
-pub struct Admission(Counter);
-
-enum Counter {
-    /// Nobody: a user executor admitted it. A pool it reaches counts it in.
-    Nobody,
-    /// Nobody, on purpose: viaduct's own machinery (a strand's runner),
-    /// which must not keep a closed pool alive.
-    Exempt,
-    /// An executor that counts its live tasks, told when the task is over.
-    Tracker(Sink),
-}
+/// Who counts a task, held in the task until its future is dropped: an
+/// executor that counts its live tasks, told when the task is over; or
+/// nobody (a user executor admitted it, and a pool it reaches counts it
+/// in, see [`adopt`]). One word, so that it is passed in a register: it
+/// travels through every spawn.
+pub struct Admission(Option<Sink>);
 
 /// What an executor that counts its tasks learns from an [`Admission`].
-pub(crate) trait Tracker: Send + Sync {
+///
+/// # Safety
+///
+/// `HEADER` is the offset, in `Self`, of a field holding
+/// `TrackerHeader::of::<Self>()`, and `Self` lives in an `Arc` whenever a
+/// [`Sink`] is made of it.
+pub(crate) unsafe trait Tracker: Send + Sync + Sized + 'static {
+    /// `std::mem::offset_of!` the header field.
+    const HEADER: usize;
     /// The task's future was dropped (it finished, panicked or was cancelled).
     fn release(&self);
     /// A detached task panicked; nobody will read the payload.
     fn unobserved_panic(&self, payload: PanicPayload);
 }
 
-pub(crate) type Sink = Arc<dyn Tracker>;
+/// A field of a [`Tracker`]: what its [`Sink`]s find the tracker's
+/// functions through.
+pub(crate) struct TrackerHeader(&'static TrackerVTable);
+
+struct TrackerVTable {
+    release: unsafe fn(NonNull<TrackerHeader>),
+    unobserved_panic: unsafe fn(NonNull<TrackerHeader>, PanicPayload),
+    clone: unsafe fn(NonNull<TrackerHeader>),
+    drop: unsafe fn(NonNull<TrackerHeader>),
+}
+
+struct VTableOf<T>(std::marker::PhantomData<T>);
+
+impl<T: Tracker> VTableOf<T> {
+    const VTABLE: TrackerVTable = TrackerVTable {
+        release: |h| {
+            // SAFETY: `h` comes from a live `Sink` of a `T` (see `Sink`).
+            unsafe { Self::tracker(h).as_ref() }.release()
+        },
+        unobserved_panic: |h, payload| {
+            // SAFETY: as for `release`.
+            unsafe { Self::tracker(h).as_ref() }.unobserved_panic(payload)
+        },
+        clone: |h| {
+            // SAFETY: the sink holds a strong count of the `Arc<T>`, which
+            // is therefore live; the clone owns the count added.
+            unsafe { Arc::increment_strong_count(Self::tracker(h).as_ptr()) }
+        },
+        drop: |h| {
+            // SAFETY: the sink gives up the strong count it held.
+            unsafe { Arc::decrement_strong_count(Self::tracker(h).as_ptr()) }
+        },
+    };
+
+    /// # Safety
+    ///
+    /// `header` points at the header field of a live `T`.
+    unsafe fn tracker(header: NonNull<TrackerHeader>) -> NonNull<T> {
+        // SAFETY: the header is `T::HEADER` bytes into the `T` (the
+        // trait's contract), and the pointer came from one to the whole `T`.
+        unsafe { header.byte_sub(T::HEADER).cast() }
+    }
+}
+
+impl TrackerHeader {
+    /// The header a `T` holds at `T::HEADER`.
+    pub(crate) const fn of<T: Tracker>() -> TrackerHeader {
+        TrackerHeader(&VTableOf::<T>::VTABLE)
+    }
+}
+
+/// An executor that counts its tasks (a pool), as a strong reference of
+/// one word. A fat `Arc<dyn Tracker>` made an admission three words,
+/// passed through memory on every spawn.
+pub(crate) struct Sink(NonNull<TrackerHeader>);
+
+// SAFETY: a sink is an `Arc<T>` of a `T: Tracker`, which is `Send + Sync`.
+unsafe impl Send for Sink {}
+// SAFETY: as above.
+unsafe impl Sync for Sink {}
+
+impl Sink {
+    /// A new strong reference to `tracker`, which lives in an `Arc` (the
+    /// trait's contract) that `me` points to.
+    pub(crate) fn new<T: Tracker>(me: &std::sync::Weak<T>) -> Sink {
+        let ptr = me.as_ptr();
+        // SAFETY: `me` points into a live `Arc<T>` (the caller borrows the
+        // `T`), so its strong count is not zero and may grow.
+        unsafe { Arc::increment_strong_count(ptr) };
+        // SAFETY: the pointer is non-null; the header is `T::HEADER` bytes
+        // into the `T`, and stays within it.
+        Sink(unsafe {
+            NonNull::new_unchecked(ptr.cast_mut())
+                .byte_add(T::HEADER)
+                .cast()
+        })
+    }
+
+    fn vtable(&self) -> &'static TrackerVTable {
+        // SAFETY: the sink keeps its tracker, and so the header, alive.
+        unsafe { self.0.as_ref() }.0
+    }
+
+    /// See [`Tracker::release`].
+    pub(crate) fn release(&self) {
+        // SAFETY: the header is live and its vtable is its tracker's.
+        unsafe { (self.vtable().release)(self.0) }
+    }
+
+    /// See [`Tracker::unobserved_panic`].
+    pub(crate) fn unobserved_panic(&self, payload: PanicPayload) {
+        // SAFETY: as in `release`.
+        unsafe { (self.vtable().unobserved_panic)(self.0, payload) }
+    }
+}
+
+impl Clone for Sink {
+    fn clone(&self) -> Sink {
+        // SAFETY: as in `release`; the new sink owns the count added.
+        unsafe { (self.vtable().clone)(self.0) };
+        Sink(self.0)
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        // SAFETY: as in `release`; this gives up the sink's own count.
+        unsafe { (self.vtable().drop)(self.0) }
+    }
+}
 
 thread_local! {
     static PAST_LIMIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -344,35 +456,30 @@ pub(crate) fn admitting_past_limit() -> bool {
 }
 
 impl Admission {
-    /// Counted by nobody; a pool the task reaches counts it in.
-    pub(crate) const UNCOUNTED: Admission = Admission(Counter::Nobody);
-    /// Counted by nobody, and never to be.
-    pub(crate) const EXEMPT: Admission = Admission(Counter::Exempt);
+    /// Counted by nobody (yet).
+    pub(crate) const UNCOUNTED: Admission = Admission(None);
 
     /// Counted by `tracker`.
     pub(crate) fn counted(tracker: Sink) -> Admission {
-        Admission(Counter::Tracker(tracker))
+        Admission(Some(tracker))
     }
 
-    /// `true` if nobody counts the task yet, though somebody may.
+    /// `true` if nobody counts the task.
     pub(crate) fn is_uncounted(&self) -> bool {
-        matches!(self.0, Counter::Nobody)
+        self.0.is_none()
     }
 
     /// Where a panic of this task goes if its handle was dropped. Without
     /// a tracker the payload is dropped: std's panic hook has already
     /// printed the message by the time it is caught.
     pub(crate) fn sink(&self) -> Option<Sink> {
-        match &self.0 {
-            Counter::Tracker(sink) => Some(sink.clone()),
-            _ => None,
-        }
+        self.0.clone()
     }
 }
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        if let Counter::Tracker(t) = &self.0 {
+        if let Some(t) = &self.0 {
             t.release();
         }
     }
@@ -381,9 +488,8 @@ impl Drop for Admission {
 impl fmt::Debug for Admission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.0 {
-            Counter::Nobody => "Admission(uncounted)",
-            Counter::Exempt => "Admission(exempt)",
-            Counter::Tracker(_) => "Admission(counted)",
+            None => "Admission(uncounted)",
+            Some(_) => "Admission(counted)",
         })
     }
 }
@@ -896,7 +1002,13 @@ pub(crate) fn adopt(
 ) -> Option<Runnable> {
     let info = runnable.metadata();
     // SAFETY: we hold the runnable.
-    if !unsafe { info.admission() }.is_uncounted() {
+    if !unsafe { info.admission() }.is_uncounted()
+        // viaduct's own machinery (strand runners, priority pumps) must
+        // not keep a closed pool alive;
+        || info.kind != TaskKind::Spawned
+        // and a task whose future is gone has nothing left to count.
+        || info.done.load(Ordering::Acquire)
+    {
         return Some(runnable);
     }
     match admit() {

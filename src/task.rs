@@ -312,8 +312,9 @@ impl<F> Drop for TaskFuture<'_, F> {
         // into the executor that dropped it (a worker, or `shutdown_now`).
         self.drop_future();
         self.info.done.store(true, Ordering::Release);
+        // Left uncounted: `done` keeps a pool from counting it in again.
         // SAFETY: whoever drops the future holds the runnable.
-        let admission = unsafe { self.info.replace_admission(Admission::EXEMPT) };
+        let admission = unsafe { self.info.replace_admission(Admission::UNCOUNTED) };
         if !self.completed && std::ptr::eq(SCHEDULING.with(Cell::get), self.info) {
             // Dropped unfinished inside the task's own executor's
             // `schedule`: the handle waits for that call to end, to tell a
@@ -419,7 +420,8 @@ where
 /// Machinery that lives as long as its owner (a strand's runner, a
 /// priority decorator's pumps): a task whose future holds its owner weakly
 /// and that the owner cancels when it goes. Its first schedule is left to
-/// the caller.
+/// the caller. Nobody counts it, ever (its `kind` keeps pools from counting
+/// it in): it must not keep a closed pool alive.
 #[track_caller]
 pub(crate) fn create_daemon<F>(
     exec: Exec,
@@ -430,8 +432,9 @@ pub(crate) fn create_daemon<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
+    debug_assert_ne!(kind, TaskKind::Spawned, "a daemon is machinery");
     let fut = futures::FutureExt::map(fut, Ok);
-    let (runnable, task) = create_task(exec, fut, Admission::EXEMPT, kind, owner_created_at);
+    let (runnable, task) = create_task(exec, fut, Admission::UNCOUNTED, kind, owner_created_at);
     (runnable, Daemon(task))
 }
 

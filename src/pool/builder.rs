@@ -12,6 +12,7 @@ use event_listener::Event;
 use super::stall::{self, Stall, StallHandler, StallWatch};
 use super::{idle, worker, Hook, PanicHandler, Shared, ThreadPool, OPEN};
 use crate::error::PanicPayload;
+use crate::executor::TrackerHeader;
 
 /// Configures and starts a [`ThreadPool`].
 ///
@@ -381,6 +382,7 @@ impl Builder {
         let workers: Vec<_> = (0..n).map(|_| worker::Queues::new()).collect();
         let shared = Arc::new_cyclic(|me| Shared {
             me: me.clone(),
+            tracker: TrackerHeader::of::<Shared>(),
             name: self.name,
             injector: Injector::new(),
             stealers: workers.iter().map(|w| w.tasks.stealer()).collect(),

@@ -61,7 +61,9 @@ use crossbeam_utils::CachePadded;
 use event_listener::{Event, Listener};
 
 use crate::error::{drop_payload, PanicPayload, RejectReason};
-use crate::executor::{admitting_past_limit, Admission, Exec, Executor, Internal, Tracker};
+use crate::executor::{
+    admitting_past_limit, Admission, Exec, Executor, Internal, Sink, Tracker, TrackerHeader,
+};
 use crate::executor::{adopt, Runnable};
 use crate::spawn::impl_spawn;
 use job::Job;
@@ -128,6 +130,8 @@ pub(crate) struct Shared {
     watcher: std::sync::OnceLock<thread::Thread>,
     /// This very `Shared`, for admissions made through `&self`.
     me: Weak<Shared>,
+    /// How admissions reach `release` and `unobserved_panic`.
+    tracker: TrackerHeader,
 }
 
 #[derive(Default)]
@@ -691,13 +695,6 @@ impl Shared {
             self.idle.notify_one();
         }
     }
-
-    fn arc(&self) -> Arc<Shared> {
-        // Deriving the `Arc` from `&self` by pointer would reach outside
-        // what the reference may touch (the count lives before `self`;
-        // miri's Stacked Borrows rejects it), so go through the weak self.
-        self.me.upgrade().expect("a pool is alive while borrowed")
-    }
 }
 
 fn drop_or_run(job: Job) {
@@ -707,7 +704,11 @@ fn drop_or_run(job: Job) {
     }
 }
 
-impl Tracker for Shared {
+// SAFETY: `tracker` holds `TrackerHeader::of::<Shared>()` (see the
+// builder), and a pool's `Shared` lives in an `Arc`, which `me` points to.
+unsafe impl Tracker for Shared {
+    const HEADER: usize = std::mem::offset_of!(Shared, tracker);
+
     fn release(&self) {
         self.finished.fetch_add(1, SeqCst);
         if self.max_pending.is_some() {
@@ -797,7 +798,7 @@ impl Shared {
                 }
             },
         }
-        let admission = Admission::counted(self.arc());
+        let admission = Admission::counted(Sink::new(&self.me));
         // A close between the check above and the count would let workers
         // exit with this task uncounted; look again now that it counts.
         if self.is_closed() {
