@@ -1002,13 +1002,9 @@ pub(crate) fn adopt(
 ) -> Option<Runnable> {
     let info = runnable.metadata();
     // SAFETY: we hold the runnable.
-    if !unsafe { info.admission() }.is_uncounted()
-        // viaduct's own machinery (strand runners, priority pumps) must
-        // not keep a closed pool alive;
-        || info.kind != TaskKind::Spawned
-        // and a task whose future is gone has nothing left to count.
-        || info.done.load(Ordering::Acquire)
-    {
+    // viaduct's own machinery (strand runners, priority pumps) must not
+    // keep a closed pool alive: nobody counts it.
+    if !unsafe { info.admission() }.is_uncounted() || info.kind != TaskKind::Spawned {
         return Some(runnable);
     }
     match admit() {
