@@ -379,12 +379,20 @@ unsafe impl Send for Sink {}
 unsafe impl Sync for Sink {}
 
 impl Sink {
-    /// A new strong reference to `tracker`, which lives in an `Arc` (the
-    /// trait's contract) that `me` points to.
-    pub(crate) fn new<T: Tracker>(me: &std::sync::Weak<T>) -> Sink {
+    /// A new strong reference to the tracker `me` points to.
+    ///
+    /// # Safety
+    ///
+    /// The tracker must be alive: its strong count is not zero for the
+    /// whole call (the caller borrows the `T` through an `Arc` it holds).
+    pub(crate) unsafe fn new<T: Tracker>(me: &std::sync::Weak<T>) -> Sink {
+        debug_assert!(me.strong_count() > 0, "a sink of a dropped tracker");
+        // `Weak::as_ptr` of a `Weak` made by `Arc::downgrade` (or
+        // `Arc::new_cyclic`) is the pointer `Arc::into_raw` would give.
         let ptr = me.as_ptr();
-        // SAFETY: `me` points into a live `Arc<T>` (the caller borrows the
-        // `T`), so its strong count is not zero and may grow.
+        // SAFETY: `ptr` is the value pointer of a live `Arc<T>` (see above
+        // and the caller's contract), so its strong count is not zero and
+        // may grow; the `Sink`'s drop gives the reference back.
         unsafe { Arc::increment_strong_count(ptr) };
         // SAFETY: the pointer is non-null; the header is `T::HEADER` bytes
         // into the `T`, and stays within it.
@@ -1001,6 +1009,11 @@ pub(crate) fn adopt(
     admit: impl FnOnce() -> Result<Admission, RejectReason>,
 ) -> Option<Runnable> {
     let info = runnable.metadata();
+    // A runnable holds its future, which keeps the task unfinished.
+    debug_assert!(
+        !info.done.load(Ordering::Relaxed),
+        "a finished task scheduled"
+    );
     // SAFETY: we hold the runnable.
     // viaduct's own machinery (strand runners, priority pumps) must not
     // keep a closed pool alive: nobody counts it.

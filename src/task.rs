@@ -312,8 +312,9 @@ impl<F> Drop for TaskFuture<'_, F> {
         // into the executor that dropped it (a worker, or `shutdown_now`).
         self.drop_future();
         self.info.done.store(true, Ordering::Release);
-        // Left uncounted, and nothing schedules the task again: async-task
-        // never schedules a finished or closed task.
+        // Left uncounted: no runnable outlives the future, so nothing
+        // admits the task again (a closed task that async-task schedules
+        // once more, to drop its future, ends here).
         // SAFETY: whoever drops the future holds the runnable.
         let admission = unsafe { self.info.replace_admission(Admission::UNCOUNTED) };
         if !self.completed && std::ptr::eq(SCHEDULING.with(Cell::get), self.info) {

@@ -798,7 +798,9 @@ impl Shared {
                 }
             },
         }
-        let admission = Admission::counted(Sink::new(&self.me));
+        // SAFETY: `self` is borrowed, and a pool's `Shared` is only reached
+        // through an `Arc` (held by a handle, a worker or an `Exec`).
+        let admission = Admission::counted(unsafe { Sink::new(&self.me) });
         // A close between the check above and the count would let workers
         // exit with this task uncounted; look again now that it counts.
         if self.is_closed() {
