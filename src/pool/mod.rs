@@ -628,12 +628,12 @@ impl Shared {
         self.room.notify(usize::MAX);
     }
 
-    /// Accepted tasks whose future has not been dropped yet.
     /// The name of worker `index`'s thread.
     pub(crate) fn worker_name(&self, index: usize) -> String {
         format!("{}-{index}", self.name)
     }
 
+    /// Accepted tasks whose future has not been dropped yet.
     fn live(&self) -> u64 {
         // `finished` first: it never passes `spawned`, and both only grow,
         // so equal readings mean nothing was live at the first read.
