@@ -13,6 +13,7 @@ use crate::signal::poll_to_end;
 /// spawn children and block on them even on a one-thread pool without
 /// deadlocking. Inside a task run by [`Inline`](crate::Inline) it runs the
 /// `Inline` work queued on this thread, which could not run otherwise.
+/// Inside a [simulation](crate::sim) it runs the simulation.
 /// Elsewhere the thread parks until `fut` is woken. Either way it sleeps
 /// rather than spins when there is nothing to do, and a wake-up is never
 /// lost, even if `fut`'s own poll parks the thread.
@@ -28,6 +29,10 @@ use crate::signal::poll_to_end;
 ///   [`TaskError::Panicked`](crate::TaskError::Panicked). Await instead of
 ///   blocking, or give the pool a larger
 ///   [`stack_size`](crate::pool::Builder::stack_size).
+/// - Inside a [simulation](crate::sim), when nothing can run, no timer is
+///   pending and `fut` has not finished (it never would): the message
+///   holds the task dump. The task calling `block_on` fails the run with
+///   it.
 /// - Inside a section of a strand, on a future that waits for that same
 ///   strand (a task or section queued on it, its lock): the strand runs
 ///   one section at a time, so that wait could never end. Await the
@@ -49,6 +54,10 @@ use crate::signal::poll_to_end;
 /// ```
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     let _blocking = crate::section::Blocking::enter();
+    let fut = match crate::sim::block_on_inside(fut) {
+        Ok(output) => return output,
+        Err(fut) => fut,
+    };
     match with_worker(|w| w.map(|w| w as *const crate::pool::WorkerCtx)) {
         // SAFETY: the worker context outlives everything its thread runs,
         // this call included (it is reset only when the worker exits).

@@ -199,21 +199,23 @@ impl CancellationToken {
     }
 
     /// Fires the token once `delay` has passed on viaduct's global
-    /// [`Timer`]. Several deadlines keep the earliest. Cancelling the
+    /// [`Timer`] (the simulated clock inside a [simulation](crate::sim)).
+    /// Several deadlines keep the earliest. Cancelling the
     /// token takes the deadline off the timer, and so does the token going
     /// away for good (no clone, child token or `cancelled()` future of it
     /// left); while a child is left, the deadline still fires it.
     /// `Duration::MAX`, or any delay the clock cannot reach, never fires; a
     /// zero delay fires now.
     ///
-    /// The deadline fires on the timer's thread (`viaduct-timer`): the
+    /// The deadline fires on the timer's thread (`viaduct-timer`; in a
+    /// simulation, the simulation's own thread): the
     /// wakers of `cancelled()` futures are woken there, and cancellable
     /// tasks are aborted from there (their executors drop their futures).
     pub fn cancel_after(&self, delay: Duration) {
         if delay.is_zero() {
             return self.cancel();
         }
-        let timer = Timer::global();
+        let timer = Timer::ambient();
         let Some(deadline) = timer.now().checked_add(delay) else {
             return;
         };

@@ -65,6 +65,9 @@ struct Budget {
 
 thread_local! {
     static BUDGET_LEFT: Cell<Budget> = const { Cell::new(Budget { left: None, forced: 0 }) };
+    /// What a fresh budget holds: [`BUDGET`], less while a simulation
+    /// injects a yield into a poll.
+    static FRESH: Cell<u32> = const { Cell::new(BUDGET) };
 }
 
 /// Restores the budget of the enclosing poll when a nested one ends.
@@ -86,7 +89,22 @@ fn enter(left: Option<u32>) -> Scope {
 /// until the returned guard drops.
 #[inline]
 pub(crate) fn fresh() -> Scope {
-    enter(Some(BUDGET))
+    enter(Some(FRESH.with(Cell::get)))
+}
+
+/// Runs `f` with the polls in it starting from `budget` units instead of
+/// [`BUDGET`]: a small one makes the first ready viaduct futures answer
+/// `Pending`, the yield a simulation injects where a real run could have
+/// been interrupted.
+pub(crate) fn with_fresh_budget<R>(budget: u32, f: impl FnOnce() -> R) -> R {
+    struct Restore(u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FRESH.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(FRESH.with(|b| b.replace(budget)));
+    f()
 }
 
 /// No budget until the returned guard drops: for a future that must be

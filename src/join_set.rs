@@ -174,14 +174,17 @@ impl<T: Send + 'static> JoinSet<T> {
         self.insert(executor.spawn(future))
     }
 
-    /// Spawns `future` on the [global pool](ThreadPool::global) into the
-    /// set.
+    /// Spawns `future` on the [global pool](ThreadPool::global) (the
+    /// simulated pool inside a [simulation](crate::sim)) into the set.
     #[track_caller]
     pub fn spawn<F>(&mut self, future: F) -> AbortHandle
     where
         F: Future<Output = T> + Send + 'static,
     {
-        self.spawn_on(future, ThreadPool::global())
+        match crate::sim::active_exec() {
+            Some(sim) => self.spawn_on(future, &sim),
+            None => self.spawn_on(future, ThreadPool::global()),
+        }
     }
 
     fn insert(&mut self, handle: JoinHandle<T>) -> AbortHandle {

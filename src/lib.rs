@@ -15,6 +15,7 @@
 //! [time](#time), [waiting and fork-join](#block_on-and-fork-join),
 //! [structured work and cancellation](#structured-work-and-cancellation),
 //! [viaduct inside a tokio server](#viaduct-inside-a-tokio-server),
+//! [testing with the simulation](#testing-with-the-simulation),
 //! [guarantees](#guarantees).
 //!
 //! # Which executor for which job
@@ -356,6 +357,68 @@
 //! the room, idle timeouts and a stats job on viaduct's timers, and the
 //! connections in a `JoinSet` stopped by one token.
 //!
+//! # Testing with the simulation
+//!
+//! A test of concurrent code that passes a thousand times may still hide
+//! a schedule that breaks it. [`sim`] runs viaduct itself (the
+//! work-stealing pool's queues, strands, `Guarded`, `KeyedStrands`,
+//! priorities, continuations, `JoinSet`, tokens and timers) on one thread,
+//! with every choice drawn from a seed: which virtual worker runs, which
+//! task it takes, whom it steals from, which of the timers due together
+//! fires first, and where a ready future is made to yield anyway. So a
+//! seed is a schedule: [`sim::check`] tries many and names the first that
+//! fails, and `Simulation::new(seed)` replays it exactly, as often as you
+//! need to debug it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use viaduct::prelude::*;
+//! use viaduct::Guarded;
+//!
+//! // A counter whose updates are sections: no schedule of 500 loses one.
+//! viaduct::sim::check(0..500, |sim| {
+//!     let ex = sim.executor();
+//!     async move {
+//!         let hits = Guarded::new(ex.clone(), 0u32);
+//!         let tasks: Vec<_> = (0..3)
+//!             .map(|i| {
+//!                 let hits = hits.clone();
+//!                 ex.spawn(async move {
+//!                     viaduct::time::sleep(Duration::from_millis(i)).await; // virtual time
+//!                     hits.with(|h| *h += 1).await.unwrap();
+//!                 })
+//!             })
+//!             .collect();
+//!         for t in tasks {
+//!             t.await.unwrap();
+//!         }
+//!         assert_eq!(hits.with(|h| *h).await.unwrap(), 3);
+//!     }
+//! });
+//! ```
+//!
+//! What it finds: lost updates between sections (a value read in one
+//! section and written back in another, the bug `examples/simulation.rs`
+//! finds by seed), orders your code assumed but no executor promises,
+//! deadlocks (a run in which nothing can move ends in
+//! [`SimError::Deadlock`](sim::SimError::Deadlock) with the task dump and
+//! its wait-for cycles, never in a hang), timeouts that fire in the
+//! wrong order, and tasks that never stop waking
+//! ([`SimError::StepLimit`](sim::SimError::StepLimit)). Time is virtual:
+//! the clock jumps to the next deadline when nothing can run, so a
+//! simulated hour of one-second ticks takes milliseconds.
+//!
+//! What escapes it, and breaks determinism: real threads, the real clock
+//! (`std::time::Instant::now`), blocking calls (they block the one thread
+//! everything runs on), and work spawned on a real pool. Inside
+//! [`Simulation::block_on`](sim::Simulation::block_on), [`spawn`],
+//! [`run`], [`JoinSet::spawn`], the [`time`] functions and [`TimedExt`]
+//! use the simulated pool and clock; name the simulation's
+//! [`executor`](sim::Simulation::executor) and
+//! [`timer`](sim::Simulation::timer) everywhere else. [`check`](sim::check)
+//! runs a failing seed twice and tells you when the replay differs, which
+//! means something escaped.
+//!
 //! # Guarantees
 //!
 //! - Every accepted task runs exactly once, or its handle says why not
@@ -390,6 +453,7 @@ pub mod priority;
 mod scope;
 mod section;
 mod signal;
+pub mod sim;
 mod slab;
 mod spawn;
 pub mod strand;
@@ -417,7 +481,8 @@ pub use task_id::TaskId;
 pub use thread_per_task::ThreadPerTask;
 pub use time::TimedExt;
 
-/// Spawns `future` on the [global pool](ThreadPool::global).
+/// Spawns `future` on the [global pool](ThreadPool::global) (the simulated
+/// pool inside a [simulation](sim)).
 ///
 /// # Examples
 ///
@@ -430,10 +495,14 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    ThreadPool::global().spawn(future)
+    match sim::active_exec() {
+        Some(sim) => sim.spawn(future),
+        None => ThreadPool::global().spawn(future),
+    }
 }
 
-/// Runs `f` on the [global pool](ThreadPool::global).
+/// Runs `f` on the [global pool](ThreadPool::global) (the simulated pool
+/// inside a [simulation](sim)).
 ///
 /// # Examples
 ///
@@ -446,7 +515,10 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    ThreadPool::global().run(f)
+    match sim::active_exec() {
+        Some(sim) => sim.run(f),
+        None => ThreadPool::global().run(f),
+    }
 }
 
 /// [`ThreadPool::scope`] on the [global pool](ThreadPool::global): tasks

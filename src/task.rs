@@ -950,15 +950,25 @@ impl<T> JoinHandle<T> {
                     },
                 }
             }
-            State::Failed(failed) => Poll::Ready(Err(failed
-                .failure
-                .error
-                .take()
-                .expect("JoinHandle polled after it returned its result"))),
-            State::Ready { value, .. } => Poll::Ready(Ok(value
-                .take()
-                .expect("JoinHandle polled after it returned its result")
-                .0)),
+            // Born finished (a section run on the spot, a refused task):
+            // as ready as a finished task, so it spends budget the same.
+            State::Failed(failed) => {
+                std::task::ready!(crate::coop::poll_proceed(cx));
+                crate::coop::spend();
+                Poll::Ready(Err(failed
+                    .failure
+                    .error
+                    .take()
+                    .expect("JoinHandle polled after it returned its result")))
+            }
+            State::Ready { value, .. } => {
+                std::task::ready!(crate::coop::poll_proceed(cx));
+                crate::coop::spend();
+                Poll::Ready(Ok(value
+                    .take()
+                    .expect("JoinHandle polled after it returned its result")
+                    .0))
+            }
         }
     }
 }

@@ -234,20 +234,21 @@ thread_local! {
 }
 
 /// Marks this thread as the worker `here` describes, until the returned
-/// guard drops; `here` must outlive it (it lives in the worker's frame).
+/// guard drops; `here` must outlive it (it lives in the worker's frame, or
+/// in a simulation that polls one task as one of its virtual workers).
 pub(crate) fn enter_worker(here: &Here) -> WorkerGuard {
-    HERE.with(|h| h.set(here));
-    WorkerGuard(())
+    WorkerGuard(HERE.with(|h| h.replace(here)))
 }
 
-/// Unmarks the thread when dropped. `HERE` is set by `enter_worker` to a
-/// `Here` that outlives this guard, on this thread only: a non-null
-/// `HERE` is live.
-pub(crate) struct WorkerGuard(());
+/// Marks the thread as it was before when dropped (a simulation may run
+/// inside a pool's task). `HERE` is set by `enter_worker` to a `Here` that
+/// outlives this guard, on this thread only, and guards drop in the
+/// reverse order: a non-null `HERE` is live.
+pub(crate) struct WorkerGuard(*const Here);
 
 impl Drop for WorkerGuard {
     fn drop(&mut self) {
-        HERE.with(|h| h.set(std::ptr::null()));
+        HERE.with(|h| h.set(self.0));
     }
 }
 

@@ -18,6 +18,7 @@ mod support;
 
 use support::within;
 use viaduct::cancel::CancellationToken;
+use viaduct::sim::Simulation;
 use viaduct::{
     block_on, ExecutorExt, Guarded, JoinSet, KeyedStrands, PriorityExecutor, Strand, ThreadPool,
 };
@@ -91,7 +92,7 @@ fn check(what: &str, pool: &ThreadPool, mut cycle: impl FnMut(usize, Arc<AtomicU
 }
 
 #[test]
-fn strand_types_tokens_sets_and_scopes_leave_the_heap_flat_over_ten_thousand_cycles() {
+fn strand_types_tokens_sets_scopes_and_simulations_leave_the_heap_flat_over_ten_thousand_cycles() {
     within("leaks", || {
         let pool = ThreadPool::builder()
             .threads(1)
@@ -185,5 +186,45 @@ fn strand_types_tokens_sets_and_scopes_leave_the_heap_flat_over_ten_thousand_cyc
             assert!(block_on(parked).unwrap_err().is_cancelled());
             bump(ran)();
         });
+
+        // A simulated world: strands, timers and tasks, run to the end
+        // and dropped; and one dropped with a task parked on its clock.
+        check("a simulation run to its end", &pool, |i, ran| {
+            let sim = Simulation::new(i as u64).workers(2);
+            let ex = sim.executor();
+            let sum = sim.block_on(async move {
+                let g = Guarded::new(ex.clone(), 0u64);
+                let hs: Vec<_> = (0..3)
+                    .map(|_| {
+                        let g = g.clone();
+                        ex.spawn(async move {
+                            viaduct::time::sleep(Duration::from_millis(1)).await;
+                            g.with(|v| *v += 1).await.unwrap();
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.await.unwrap();
+                }
+                let sum = *g.lock().await;
+                sum
+            });
+            assert_eq!(sum.unwrap(), 3);
+            bump(ran)();
+        });
+        check(
+            "a simulation dropped with a task asleep",
+            &pool,
+            |i, ran| {
+                let sim = Simulation::new(i as u64);
+                let asleep = sim.executor().spawn(async {
+                    viaduct::time::sleep(Duration::from_secs(3600)).await;
+                });
+                sim.block_on(async {}).unwrap();
+                drop(sim);
+                assert!(block_on(asleep).unwrap_err().is_cancelled());
+                bump(ran)();
+            },
+        );
     });
 }

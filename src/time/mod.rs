@@ -99,6 +99,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use self::clock::Clock;
+pub(crate) use self::clock::NEVER as NEVER_NANOS;
 use self::driver::Driver;
 use self::entry::{Action, Entry};
 use self::wheel::{Inserted, Wheel};
@@ -290,6 +291,63 @@ impl Timer {
         Timer {
             inner: TimerRef::Shared(Arc::new(Inner::new(Clock::manual(), 1, None))),
         }
+    }
+
+    /// The timer the free functions and [`TimedExt`] use: the running
+    /// simulation's clock on its thread, the global timer elsewhere.
+    pub(crate) fn ambient() -> Timer {
+        crate::sim::active_timer().unwrap_or_else(Timer::global)
+    }
+
+    /// The earliest time a waiting timer may be due (nanoseconds since the
+    /// clock's origin), `None` if none waits: where a simulation moves its
+    /// clock when nothing else can run. It may be a slot's start before
+    /// any deadline in it; moving there fires nothing, and asking again
+    /// gives a later time.
+    pub(crate) fn next_expiration(&self) -> Option<u64> {
+        self.inner()
+            .shards
+            .iter()
+            .filter_map(|s| lock(s).next_expiration())
+            .min()
+    }
+
+    /// The clock's reading, in nanoseconds since its origin.
+    pub(crate) fn now_nanos(&self) -> u64 {
+        self.now_ns()
+    }
+
+    /// Moves a manual clock to `at` (never back) and fires what is due,
+    /// all of it, in the order `below` picks: `below(n)` is an index less
+    /// than `n`, and the due timers are shuffled with it before any fires
+    /// (a simulation draws it from its seed). Returns the first panic a
+    /// waker raised, after every due timer has fired.
+    pub(crate) fn advance_to_shuffled(
+        &self,
+        at: u64,
+        below: &mut dyn FnMut(usize) -> usize,
+    ) -> Option<Box<dyn Any + Send>> {
+        let inner = self.inner();
+        let _turn = lock(&inner.advancing);
+        let now = inner.clock.now();
+        let now = inner
+            .clock
+            .advance(Duration::from_nanos(at.saturating_sub(now)))
+            .expect("a simulation's timer is manual");
+        let mut due = Vec::new();
+        for shard in inner.shards.iter() {
+            while lock(shard).poll(now, &mut due, usize::MAX) {}
+        }
+        for i in (1..due.len()).rev() {
+            due.swap(i, below(i + 1));
+        }
+        let mut panic = None;
+        for action in due {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| action.fire())) {
+                panic.get_or_insert(p);
+            }
+        }
+        panic
     }
 
     fn inner(&self) -> &Inner {
@@ -589,7 +647,8 @@ impl fmt::Debug for Timer {
     }
 }
 
-/// Waits for `duration` on the [global timer](Timer::global).
+/// Waits for `duration` on the [global timer](Timer::global) (the simulated clock inside a
+/// [simulation](crate::sim)).
 ///
 /// # Examples
 ///
@@ -601,10 +660,11 @@ impl fmt::Debug for Timer {
 /// assert!(start.elapsed() >= Duration::from_millis(5));
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Timer::global().sleep(duration)
+    Timer::ambient().sleep(duration)
 }
 
-/// Waits until `deadline` on the [global timer](Timer::global).
+/// Waits until `deadline` on the [global timer](Timer::global) (the simulated clock inside a
+/// [simulation](crate::sim)).
 ///
 /// # Examples
 ///
@@ -616,10 +676,11 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// assert!(Instant::now() >= at);
 /// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Timer::global().sleep_until(deadline)
+    Timer::ambient().sleep_until(deadline)
 }
 
-/// Runs `future` for at most `duration` on the [global timer](Timer::global).
+/// Runs `future` for at most `duration` on the [global timer](Timer::global)
+/// (the simulated clock inside a [simulation](crate::sim)).
 ///
 /// The inner future is polled first, so if both are ready its output wins.
 ///
@@ -634,10 +695,12 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// assert_eq!(viaduct::block_on(timeout(Duration::from_secs(1), async { 1 })), Ok(1));
 /// ```
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
-    Timer::global().timeout(duration, future)
+    Timer::ambient().timeout(duration, future)
 }
 
-/// Runs `future` until `deadline` at most, on the [global timer](Timer::global).
+/// Runs `future` until `deadline` at most, on the [global
+/// timer](Timer::global) (the simulated clock inside a
+/// [simulation](crate::sim)).
 ///
 /// # Examples
 ///
@@ -649,11 +712,12 @@ pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
 /// assert!(viaduct::block_on(timeout_at(at, futures::future::pending::<()>())).is_err());
 /// ```
 pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
-    Timer::global().timeout_at(deadline, future)
+    Timer::ambient().timeout_at(deadline, future)
 }
 
-/// An [`Interval`] on the [global timer](Timer::global) that ticks at once,
-/// then every `period`.
+/// An [`Interval`] on the [global timer](Timer::global) (the simulated
+/// clock inside a [simulation](crate::sim)) that ticks at once, then every
+/// `period`.
 ///
 /// # Examples
 ///
@@ -666,11 +730,11 @@ pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
 /// assert!(ticks[2] - ticks[0] == Duration::from_millis(2));
 /// ```
 pub fn interval(period: Duration) -> Interval {
-    Timer::global().interval(period)
+    Timer::ambient().interval(period)
 }
 
-/// An [`Interval`] on the [global timer](Timer::global) whose first tick is
-/// at `start`.
+/// An [`Interval`] on the [global timer](Timer::global) (the simulated
+/// clock inside a [simulation](crate::sim)) whose first tick is at `start`.
 ///
 /// # Examples
 ///
@@ -682,5 +746,5 @@ pub fn interval(period: Duration) -> Interval {
 /// assert_eq!(viaduct::block_on(every.tick()), start);
 /// ```
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    Timer::global().interval_at(start, period)
+    Timer::ambient().interval_at(start, period)
 }

@@ -409,8 +409,8 @@ mod sealed {
     impl<E: crate::Executor + Clone> Sealed for E {}
 }
 
-/// Timed tasks on every executor, on the [global timer](Timer::global):
-/// boost's `scheduler.on(ex).after(d).submit(f)` reads
+/// Timed tasks on every executor, on the [global timer](Timer::global)
+/// (the simulated clock inside a [simulation](crate::sim)): boost's `scheduler.on(ex).after(d).submit(f)` reads
 /// `ex.execute_after(d, f)`.
 ///
 /// Implemented for every [`Executor`] that is `Clone`; sealed. For a
@@ -457,7 +457,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        Timer::global().execute_after(self, delay, f)
+        Timer::ambient().execute_after(self, delay, f)
     }
 
     /// Runs `f` on this executor at `deadline`. See [`Timer::execute_at`].
@@ -478,7 +478,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        Timer::global().execute_at(self, deadline, f)
+        Timer::ambient().execute_at(self, deadline, f)
     }
 
     /// Spawns `fut` on this executor once `delay` has passed. See
@@ -499,7 +499,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Timer::global().spawn_after(self, delay, fut)
+        Timer::ambient().spawn_after(self, delay, fut)
     }
 
     /// Spawns `fut` on this executor at `deadline`. See
@@ -520,7 +520,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Timer::global().spawn_at(self, deadline, fut)
+        Timer::ambient().spawn_at(self, deadline, fut)
     }
 
     /// Runs `f` on this executor every `period`, fixed rate, missed runs
@@ -545,7 +545,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
     where
         F: FnMut() + Send + 'static,
     {
-        Timer::global().execute_every(self, period, f)
+        Timer::ambient().execute_every(self, period, f)
     }
 
     /// Runs `f` on this executor every `period`, spaced as `pacing` says.
@@ -572,7 +572,7 @@ pub trait TimedExt: Executor + Clone + sealed::Sealed {
     where
         F: FnMut() + Send + 'static,
     {
-        Timer::global().execute_every_with(self, period, pacing, f)
+        Timer::ambient().execute_every_with(self, period, pacing, f)
     }
 }
 

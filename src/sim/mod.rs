@@ -1,0 +1,855 @@
+//! Deterministic simulation: run the real runtime on one thread, with
+//! every scheduling choice drawn from a seed, and replay a failing run
+//! exactly.
+//!
+//! A [`Simulation`] is a pool of virtual workers (local queues, a LIFO
+//! slot, stealing, a global queue) and a virtual clock, all run on the
+//! calling thread. viaduct's own machinery runs on it unchanged: strands,
+//! [`Guarded`](crate::Guarded), [`KeyedStrands`](crate::KeyedStrands),
+//! [`PriorityExecutor`](crate::PriorityExecutor), continuations,
+//! [`JoinSet`](crate::JoinSet) and cancellation tokens. Which worker runs
+//! next, which task it takes, whom it steals from, the order of timers due
+//! at the same instant and where a ready future is made to yield anyway
+//! all come from the seed; so does nothing else. The same seed and
+//! program give the same run, and [`Simulation::trace_hash`] proves it.
+//!
+//! [`check`] runs a program under many seeds and names the first that
+//! fails; [`Simulation::block_on`] never hangs: a run where nothing can
+//! move ends in [`SimError::Deadlock`] with a [task dump](crate::dump)
+//! and its wait-for cycles, and one that never settles ends at a step
+//! limit.
+//!
+//! # Examples
+//!
+//! A lost update: the balance is read in one section and written in
+//! another, so two withdrawals can both pass the check.
+//!
+//! ```
+//! use viaduct::prelude::*;
+//! use viaduct::sim::Simulation;
+//! use viaduct::Guarded;
+//!
+//! async fn withdraw(account: Guarded<i64>, amount: i64) {
+//!     let balance = account.with(|b| *b).await.unwrap();
+//!     if balance >= amount {
+//!         account.with(move |b| *b = balance - amount).await.unwrap(); // stale `balance`
+//!     }
+//! }
+//!
+//! let run = |seed| {
+//!     let sim = Simulation::new(seed);
+//!     let ex = sim.executor();
+//!     let outcome = sim.block_on(async move {
+//!         let account = Guarded::new(ex.clone(), 100i64);
+//!         let a = ex.spawn(withdraw(account.clone(), 80));
+//!         let b = ex.spawn(withdraw(account.clone(), 80));
+//!         a.await.unwrap();
+//!         b.await.unwrap();
+//!         account.with(|b| *b).await.unwrap()
+//!     });
+//!     (outcome.unwrap(), sim.trace_hash())
+//! };
+//! // Some seed interleaves the two withdrawals: both pass the check.
+//! let bad = (0..1000).find(|&seed| run(seed).0 == 20).expect("found by some seed");
+//! assert_eq!(run(bad), run(bad)); // and replays exactly, trace included
+//! ```
+//!
+//! # What escapes the simulation
+//!
+//! Only what viaduct schedules is simulated. These break determinism (a
+//! seed may not replay) or hide work from it (a wait may look like a
+//! deadlock):
+//!
+//! - real threads: `std::thread::spawn`, and a waker woken from another
+//!   thread (its task goes to the global queue whenever that thread gets
+//!   there);
+//! - the real clock: `std::time::Instant::now` and `SystemTime` read real
+//!   time; read [`Simulation::timer`]'s `now` instead. The global
+//!   [`time`](crate::time) functions and [`TimedExt`](crate::TimedExt)
+//!   use the simulated clock while [`Simulation::block_on`] runs, so
+//!   create their futures inside it;
+//! - blocking calls: a `std::sync::Mutex` held across an `.await`, a
+//!   channel's blocking `recv`, a sleep of the thread; they block the one
+//!   thread the whole simulation runs on;
+//! - work on a real executor: a [`ThreadPool`](crate::ThreadPool) you
+//!   made, [`ThreadPool::global`](crate::ThreadPool::global) named
+//!   directly, [`ThreadPool::join`](crate::ThreadPool::join) and
+//!   [`scope`](crate::scope) (which wait on a real pool), a tokio runtime.
+//!   [`spawn`](crate::spawn), [`run`](crate::run) and
+//!   [`JoinSet::spawn`](crate::JoinSet::spawn) use the simulated pool
+//!   while [`Simulation::block_on`] runs.
+//!
+//! [`block_on`](crate::block_on) inside a simulated task runs the
+//! simulation while it waits, as it runs a pool's tasks on a worker.
+
+mod world;
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use self::world::World;
+use crate::dump::TaskDump;
+use crate::error::{drop_payload, Panic, PanicPayload, RejectReason, TaskError};
+use crate::executor::{adopt, Admission, Exec, Executor, Internal, Sink, Tracker, TrackerHeader};
+use crate::spawn::ExecutorExt;
+use crate::time::Timer;
+use crate::watch::{Books, Here};
+use crate::Runnable;
+
+/// How many task polls a run may take by default before it is stopped
+/// with [`SimError::StepLimit`].
+pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
+
+/// A simulated world: virtual workers, a virtual clock and the generator
+/// that makes every choice, all driven on the calling thread.
+///
+/// A cheap handle: clones share the world. When the last one is dropped,
+/// the world ends: tasks still queued or waiting on its clock are dropped
+/// (their handles say [`TaskError::Cancelled`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use viaduct::prelude::*;
+/// use viaduct::sim::Simulation;
+///
+/// let sim = Simulation::new(7).workers(2);
+/// let ex = sim.executor();
+/// let sum = sim.block_on(async move {
+///     let parts: Vec<_> = (1..=4u64).map(|i| ex.spawn(async move {
+///         viaduct::time::sleep(Duration::from_secs(i)).await; // virtual seconds
+///         i
+///     })).collect();
+///     let mut sum = 0;
+///     for p in parts {
+///         sum += p.await.unwrap();
+///     }
+///     sum
+/// });
+/// assert_eq!(sum.unwrap(), 10);
+/// assert_eq!(sim.elapsed(), Duration::from_secs(4));
+/// ```
+pub struct Simulation {
+    shared: Arc<Shared>,
+}
+
+/// The world behind every handle of a simulation, and its executor.
+pub(crate) struct Shared {
+    /// Where an admission's [`Sink`] finds this tracker's functions.
+    tracker: TrackerHeader,
+    me: Weak<Shared>,
+    seed: u64,
+    world: Mutex<World>,
+    timer: Timer,
+    /// The virtual workers' records, for task dumps.
+    books: Arc<Books>,
+    heres: Box<[Here]>,
+    /// Tasks accepted whose futures are not dropped yet.
+    live: AtomicU64,
+    /// Panics of tasks whose handles were dropped, first to last.
+    panics: Mutex<Vec<PanicPayload>>,
+    max_steps: AtomicU64,
+    closed: AtomicBool,
+    /// `Simulation` handles alive.
+    handles: AtomicUsize,
+}
+
+/// Why [`Simulation::block_on`] did not give the future's output.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SimError {
+    /// Nothing could run, no timer was pending, and the future had not
+    /// finished: it never would. The dump lists every task and what it
+    /// waits on; [`TaskDump::deadlocks`] gives the cycles, if the tasks
+    /// wait on each other.
+    Deadlock(TaskDump),
+    /// The run polled tasks this many times without the future finishing:
+    /// something keeps waking itself (a loop that yields forever, an
+    /// interval nobody stops). Raise the limit with
+    /// [`Simulation::max_steps`] if the program is just long.
+    StepLimit {
+        /// The limit that was reached.
+        steps: u64,
+    },
+    /// The future panicked, or a task whose handle was dropped did (a
+    /// panic delivered to a handle is the program's to handle). The first
+    /// such panic ends the run.
+    Panicked(Panic),
+    /// The simulation's executor was closed, so the future was refused.
+    Closed,
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Deadlock(dump) => write!(
+                f,
+                "deadlock: no task can run, no timer is pending, and the future has not finished\n{dump}"
+            ),
+            SimError::StepLimit { steps } => write!(
+                f,
+                "step limit: {steps} task polls without the future finishing (something never stops waking; Simulation::max_steps raises the limit)"
+            ),
+            SimError::Panicked(p) => match p.message() {
+                Some(m) => write!(f, "a simulated task panicked: {m}"),
+                None => f.write_str("a simulated task panicked (not with a string)"),
+            },
+            SimError::Closed => f.write_str("the simulation's executor is closed"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+thread_local! {
+    /// The simulation whose `block_on` runs on this thread, innermost.
+    static ACTIVE: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+    /// The simulation and virtual worker polling a task on this thread.
+    static WORKER: Cell<(*const Shared, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+}
+
+/// The running simulation's executor, on its thread.
+pub(crate) fn active_exec() -> Option<Exec> {
+    ACTIVE.with(|a| a.borrow().clone().map(|s| Exec(s)))
+}
+
+/// The running simulation's clock, on its thread.
+pub(crate) fn active_timer() -> Option<Timer> {
+    ACTIVE.with(|a| a.borrow().as_ref().map(|s| s.timer.clone()))
+}
+
+/// Inside a simulation, [`crate::block_on`] of `fut`: the simulation runs
+/// while `fut` waits. `Err(fut)` outside any simulation.
+pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
+    let Some(shared) = ACTIVE.with(|a| a.borrow().clone()) else {
+        return Err(fut);
+    };
+    Ok(crate::signal::poll_to_end(
+        fut,
+        || {},
+        |woken| {
+            if woken() {
+                return;
+            }
+            match shared.step() {
+                Ok(Stepped::Ran | Stepped::Advanced) => {}
+                Ok(Stepped::Idle) => panic!(
+                    "viaduct::block_on inside a simulation waits for a future that nothing will wake: {}",
+                    SimError::Deadlock(shared.dump())
+                ),
+                Err(e) => panic!("viaduct::block_on inside a simulation: {e}"),
+            }
+        },
+    ))
+}
+
+/// Makes `shared` the running simulation on this thread until dropped.
+struct Active(Option<Arc<Shared>>);
+
+impl Active {
+    fn enter(shared: &Arc<Shared>) -> Active {
+        Active(ACTIVE.with(|a| a.replace(Some(shared.clone()))))
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let prev = self.0.take();
+        ACTIVE.with(|a| *a.borrow_mut() = prev);
+    }
+}
+
+/// Marks a virtual worker as polling on this thread until dropped.
+struct OnWorker((*const Shared, usize));
+
+impl Drop for OnWorker {
+    fn drop(&mut self) {
+        WORKER.with(|w| w.set(self.0));
+    }
+}
+
+/// What one step of the world did.
+enum Stepped {
+    /// A task was polled.
+    Ran,
+    /// Nothing could run; the clock moved to the next timer.
+    Advanced,
+    /// Nothing could run and no timer is pending.
+    Idle,
+}
+
+impl Simulation {
+    /// A world of 4 virtual workers whose every choice comes from `seed`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::sim::Simulation;
+    ///
+    /// let sim = Simulation::new(42);
+    /// assert_eq!(sim.seed(), 42);
+    /// assert_eq!(sim.block_on(async { 1 + 1 }).unwrap(), 2);
+    /// ```
+    pub fn new(seed: u64) -> Simulation {
+        Simulation::build(seed, 4, DEFAULT_MAX_STEPS)
+    }
+
+    fn build(seed: u64, workers: usize, max_steps: u64) -> Simulation {
+        let books = Books::new(workers);
+        let heres = (0..workers).map(|i| Here::new(&books, i)).collect();
+        let shared = Arc::new_cyclic(|me| Shared {
+            tracker: TrackerHeader::of::<Shared>(),
+            me: me.clone(),
+            seed,
+            world: Mutex::new(World::new(seed, workers)),
+            timer: Timer::manual(),
+            books,
+            heres,
+            live: AtomicU64::new(0),
+            panics: Mutex::new(Vec::new()),
+            max_steps: AtomicU64::new(max_steps),
+            closed: AtomicBool::new(false),
+            handles: AtomicUsize::new(1),
+        });
+        Simulation { shared }
+    }
+
+    /// The same world with `n` virtual workers. Call it first, on the
+    /// handle [`new`](Simulation::new) gave: it makes a new world, which
+    /// other handles do not see.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0: a simulation needs a worker to run anything
+    /// (`workers(1)` runs one task at a time, in a seeded order).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::sim::Simulation;
+    ///
+    /// let sim = Simulation::new(1).workers(8);
+    /// assert_eq!(sim.worker_count(), 8);
+    /// ```
+    pub fn workers(self, n: usize) -> Simulation {
+        assert!(
+            n > 0,
+            "Simulation::workers(0): a simulation needs at least one virtual worker; \
+             use workers(1) to run one task at a time"
+        );
+        Simulation::build(self.seed(), n, self.shared.max_steps.load(Relaxed))
+    }
+
+    /// Stops a [`block_on`](Simulation::block_on) with
+    /// [`SimError::StepLimit`] once tasks have been polled `steps` times
+    /// in this world (default [`DEFAULT_MAX_STEPS`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::sim::{SimError, Simulation};
+    ///
+    /// let sim = Simulation::new(1).max_steps(1_000);
+    /// let spin = async {
+    ///     loop {
+    ///         viaduct::coop::consume_budget().await; // yields now and then: never settles
+    ///     }
+    /// };
+    /// assert!(matches!(sim.block_on(spin), Err(SimError::StepLimit { steps: 1_000 })));
+    /// ```
+    pub fn max_steps(self, steps: u64) -> Simulation {
+        self.shared.max_steps.store(steps, Relaxed);
+        self
+    }
+
+    /// The seed this world draws its choices from.
+    pub fn seed(&self) -> u64 {
+        self.shared.seed
+    }
+
+    /// How many virtual workers it has.
+    pub fn worker_count(&self) -> usize {
+        self.shared.heres.len()
+    }
+
+    /// The simulated pool: tasks spawned on it run on the virtual workers
+    /// when [`block_on`](Simulation::block_on) drives the world.
+    ///
+    /// Closing it (`Executor::close`) refuses new tasks, as a pool does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::sim::Simulation;
+    /// use viaduct::Guarded;
+    ///
+    /// let sim = Simulation::new(3);
+    /// let counter = Guarded::new(sim.executor(), 0u32); // a strand on the simulated pool
+    /// let c = counter.clone();
+    /// let total = sim.block_on(async move {
+    ///     for _ in 0..10 {
+    ///         c.post(|n| *n += 1);
+    ///     }
+    ///     c.with(|n| *n).await.unwrap()
+    /// });
+    /// assert_eq!(total.unwrap(), 10);
+    /// ```
+    pub fn executor(&self) -> Exec {
+        Exec(self.shared.clone())
+    }
+
+    /// The simulated clock. It stands still while tasks can run, and jumps
+    /// to the next deadline when none can, firing what is due; timers due
+    /// at the same instant fire in a seeded order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::sim::Simulation;
+    ///
+    /// let sim = Simulation::new(5);
+    /// let timer = sim.timer();
+    /// let start = timer.now();
+    /// let t = timer.clone();
+    /// sim.block_on(async move { t.sleep(Duration::from_secs(3600)).await }).unwrap();
+    /// assert_eq!(timer.now() - start, Duration::from_secs(3600)); // an hour, at once
+    /// ```
+    pub fn timer(&self) -> Timer {
+        self.shared.timer.clone()
+    }
+
+    /// Simulated time since the world began.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.shared.timer.now_nanos())
+    }
+
+    /// Tasks polled so far in this world.
+    pub fn steps(&self) -> u64 {
+        self.shared.world().steps
+    }
+
+    /// A hash of every choice made and every clock move so far: equal for
+    /// two runs of the same program from the same seed, and (almost
+    /// always) different when anything in the schedule differed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::prelude::*;
+    /// use viaduct::sim::Simulation;
+    ///
+    /// let run = |seed| {
+    ///     let sim = Simulation::new(seed);
+    ///     let ex = sim.executor();
+    ///     sim.block_on(async move {
+    ///         let hs: Vec<_> = (0..8).map(|i| ex.spawn(async move { i })).collect();
+    ///         for h in hs {
+    ///             h.await.unwrap();
+    ///         }
+    ///     })
+    ///     .unwrap();
+    ///     sim.trace_hash()
+    /// };
+    /// assert_eq!(run(11), run(11));
+    /// ```
+    pub fn trace_hash(&self) -> u64 {
+        self.shared.world().trace
+    }
+
+    /// Every live task of the world now, as a [`TaskDump`] (what a
+    /// deadlock reports).
+    pub fn dump(&self) -> TaskDump {
+        self.shared.dump()
+    }
+
+    /// Spawns `fut` on the simulated pool and runs the world until it
+    /// finishes: its output, or why there is none. Never hangs: when
+    /// nothing can run and no timer is pending it returns
+    /// [`SimError::Deadlock`], and after [`max_steps`](Simulation::max_steps)
+    /// polls [`SimError::StepLimit`].
+    ///
+    /// While it runs, [`spawn`](crate::spawn), [`run`](crate::run),
+    /// [`JoinSet::spawn`](crate::JoinSet::spawn), the [`time`](crate::time)
+    /// functions, [`TimedExt`](crate::TimedExt) and
+    /// [`CancellationToken::cancel_after`](crate::cancel::CancellationToken::cancel_after)
+    /// use this world's pool and clock. It may be called again on the same
+    /// world: tasks left over from an earlier call go on running.
+    ///
+    /// # Errors
+    ///
+    /// See [`SimError`]. On an error the future's task is aborted.
+    ///
+    /// # Examples
+    ///
+    /// Two tasks that lock two values in opposite orders:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::prelude::*;
+    /// use viaduct::sim::{SimError, Simulation};
+    /// use viaduct::Guarded;
+    ///
+    /// let sim = Simulation::new(9);
+    /// let ex = sim.executor();
+    /// let outcome = sim.block_on(async move {
+    ///     let (a, b) = (Guarded::new(ex.clone(), 0), Guarded::new(ex.clone(), 0));
+    ///     let (a2, b2) = (a.clone(), b.clone());
+    ///     let one = ex.spawn(async move {
+    ///         let _a = a.lock().await;
+    ///         viaduct::time::sleep(Duration::from_millis(1)).await;
+    ///         let _b = b.lock().await;
+    ///     });
+    ///     let two = ex.spawn(async move {
+    ///         let _b = b2.lock().await;
+    ///         viaduct::time::sleep(Duration::from_millis(1)).await;
+    ///         let _a = a2.lock().await;
+    ///     });
+    ///     one.await.unwrap();
+    ///     two.await.unwrap();
+    /// });
+    /// let Err(SimError::Deadlock(dump)) = outcome else { panic!("{outcome:?}") };
+    /// assert_eq!(dump.deadlocks()[0].steps().len(), 2); // the two tasks, each waiting on the other
+    /// ```
+    #[track_caller]
+    pub fn block_on<F>(&self, fut: F) -> Result<F::Output, SimError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let shared = &self.shared;
+        let _active = Active::enter(shared);
+        let mut handle = self.executor().spawn(fut);
+        let ended = shared.drive(&|| handle.is_finished());
+        if let Err(e) = ended {
+            handle.abort();
+            return Err(e);
+        }
+        let waker = futures::task::noop_waker();
+        let output = match std::pin::Pin::new(&mut handle).poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(output) => output,
+            Poll::Pending => unreachable!("the handle's task has finished"),
+        };
+        match output {
+            Ok(v) => Ok(v),
+            Err(TaskError::Panicked(p)) => Err(SimError::Panicked(p)),
+            Err(_) => Err(SimError::Closed),
+        }
+    }
+}
+
+impl Shared {
+    fn world(&self) -> MutexGuard<'_, World> {
+        // Nothing runs user code under the lock, so a poisoned world is
+        // still a consistent one.
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn dump(&self) -> TaskDump {
+        TaskDump::collect(
+            "simulation",
+            |i| format!("sim-{i}"),
+            &self.books,
+            self.live.load(Relaxed),
+        )
+    }
+
+    /// Steps the world until `done`, a panic nobody will read, or an error.
+    fn drive(&self, done: &dyn Fn() -> bool) -> Result<(), SimError> {
+        loop {
+            let panic = crate::loom::lock_std(&self.panics).drain(..).next();
+            if let Some(p) = panic {
+                return Err(SimError::Panicked(Panic::new(p)));
+            }
+            if done() {
+                return Ok(());
+            }
+            match self.step()? {
+                Stepped::Ran | Stepped::Advanced => {}
+                Stepped::Idle => return Err(SimError::Deadlock(self.dump())),
+            }
+        }
+    }
+
+    /// Polls one task, or moves the clock if none can run.
+    fn step(&self) -> Result<Stepped, SimError> {
+        let picked = {
+            let mut world = self.world();
+            let limit = self.max_steps.load(Relaxed);
+            if world.steps >= limit {
+                return Err(SimError::StepLimit { steps: limit });
+            }
+            world.pick().map(|(worker, runnable, source)| {
+                world.steps += 1;
+                let at = runnable.metadata().location();
+                world.record(&[
+                    worker as u64,
+                    source as u64,
+                    u64::from(at.line()) << 32 | u64::from(at.column()),
+                ]);
+                // Now and then a poll starts with a small budget: a ready
+                // viaduct future in it answers `Pending`, as if the task
+                // had been interrupted there.
+                let budget = if world.rng.one_in(8) {
+                    world.rng.below(4) as u32
+                } else {
+                    crate::coop::BUDGET
+                };
+                (worker, runnable, budget)
+            })
+        };
+        if let Some((worker, runnable, budget)) = picked {
+            let _on = OnWorker(WORKER.with(|w| w.replace((self as *const Shared, worker))));
+            let _here = crate::watch::enter_worker(&self.heres[worker]);
+            crate::coop::with_fresh_budget(budget, || runnable.run());
+            return Ok(Stepped::Ran);
+        }
+        let Some(at) = self.timer.next_expiration() else {
+            return Ok(Stepped::Idle);
+        };
+        self.world().record(&[at]);
+        let panic = self
+            .timer
+            .advance_to_shuffled(at, &mut |n| self.world().rng.below(n));
+        match panic {
+            Some(p) => Err(SimError::Panicked(Panic::new(p))),
+            None => Ok(Stepped::Advanced),
+        }
+    }
+
+    /// Counts a task in, unless the simulation's executor is closed.
+    fn count_in(&self) -> Result<Admission, RejectReason> {
+        if self.closed.load(SeqCst) {
+            return Err(RejectReason::Closed);
+        }
+        self.live.fetch_add(1, Relaxed);
+        // SAFETY: `self` is borrowed, and a simulation's `Shared` is only
+        // reached through an `Arc` (a handle, an `Exec`, a task's home).
+        Ok(Admission::counted(unsafe { Sink::new(&self.me) }))
+    }
+
+    /// The last handle is gone: nobody will run the world again. Queued
+    /// tasks are dropped, and so is every task woken from now on; the
+    /// clock runs out, so tasks waiting on it are woken (and dropped).
+    fn end(&self) {
+        self.closed.store(true, SeqCst);
+        let queued = {
+            let mut world = self.world();
+            world.orphaned = true;
+            world.drain()
+        };
+        drop(queued);
+        if let Some(p) = self
+            .timer
+            .advance_to_shuffled(crate::time::NEVER_NANOS, &mut |n| n - 1)
+        {
+            drop_payload(p);
+        }
+    }
+}
+
+// SAFETY: `HEADER` is the offset of the `tracker` field, which holds
+// `TrackerHeader::of::<Shared>()`, and a `Shared` lives in an `Arc` (see
+// `Simulation::build`).
+unsafe impl Tracker for Shared {
+    const HEADER: usize = std::mem::offset_of!(Shared, tracker);
+
+    fn release(&self) {
+        self.live.fetch_sub(1, Relaxed);
+    }
+
+    fn unobserved_panic(&self, payload: PanicPayload) {
+        crate::loom::lock_std(&self.panics).push(payload);
+    }
+}
+
+impl Executor for Shared {
+    fn schedule(&self, runnable: Runnable) {
+        let Some(runnable) = adopt(runnable, || self.count_in()) else {
+            return;
+        };
+        let (sim, worker) = WORKER.with(Cell::get);
+        let on = std::ptr::eq(sim, self).then_some(worker);
+        let mut world = self.world();
+        if world.orphaned {
+            drop(world);
+            drop(runnable); // cancels the task: nobody is left to run it
+            return;
+        }
+        world.push(on, runnable);
+    }
+
+    fn close(&self) {
+        self.closed.store(true, SeqCst);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(SeqCst)
+    }
+
+    /// One step of the world, if one can be taken.
+    fn try_run_one(&self) -> bool {
+        matches!(self.step(), Ok(Stepped::Ran | Stepped::Advanced))
+    }
+
+    fn name(&self) -> &str {
+        "simulation"
+    }
+
+    fn admission(&self, _wait: bool, _: Internal) -> Result<Admission, RejectReason> {
+        self.count_in()
+    }
+
+    fn home(&self, _: Internal) -> Option<Exec> {
+        self.me.upgrade().map(|s| Exec(s))
+    }
+}
+
+impl Clone for Simulation {
+    fn clone(&self) -> Simulation {
+        self.shared.handles.fetch_add(1, Relaxed);
+        Simulation {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Simulation {
+    fn drop(&mut self) {
+        if self.shared.handles.fetch_sub(1, AcqRel) == 1 {
+            self.shared.end();
+        }
+    }
+}
+
+impl fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Simulation")
+            .field("seed", &self.seed())
+            .field("workers", &self.worker_count())
+            .field("steps", &self.steps())
+            .field("elapsed", &self.elapsed())
+            .finish()
+    }
+}
+
+/// Runs `program` in a fresh [`Simulation`] for each seed, in order, and
+/// panics on the first run that fails (a [`SimError`], or `program`
+/// panicking as it builds the future), with a message that names the seed
+/// and how to replay it.
+///
+/// Before panicking it runs the failing seed once more, to tell a
+/// deterministic failure (same error, same [trace](Simulation::trace_hash):
+/// replay it with `Simulation::new(seed)`) from a program that escapes the
+/// simulation (see the [module docs](self)).
+///
+/// # Panics
+///
+/// On the first failing seed, as above.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::prelude::*;
+/// use viaduct::Guarded;
+///
+/// // Increments in sections never lose an update, whatever the schedule.
+/// viaduct::sim::check(0..200, |sim| {
+///     let ex = sim.executor();
+///     async move {
+///         let n = Guarded::new(ex.clone(), 0u32);
+///         let tasks: Vec<_> = (0..4)
+///             .map(|_| {
+///                 let n = n.clone();
+///                 ex.spawn(async move { n.with(|v| *v += 1).await.unwrap() })
+///             })
+///             .collect();
+///         for t in tasks {
+///             t.await.unwrap();
+///         }
+///         assert_eq!(n.with(|v| *v).await.unwrap(), 4);
+///     }
+/// });
+/// ```
+#[track_caller]
+pub fn check<P, F>(seeds: impl IntoIterator<Item = u64>, mut program: P)
+where
+    P: FnMut(&Simulation) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let mut run = |seed: u64| {
+        let sim = Simulation::new(seed);
+        let outcome = match catch_unwind(AssertUnwindSafe(|| program(&sim))) {
+            Ok(fut) => sim.block_on(fut).map_err(Failure::Sim),
+            Err(p) => Err(Failure::Program(
+                crate::error::panic_message(p.as_ref())
+                    .unwrap_or("(not a string)")
+                    .to_owned(),
+            )),
+        };
+        (outcome, sim.trace_hash())
+    };
+    for seed in seeds {
+        let (outcome, trace) = run(seed);
+        let Err(failure) = outcome else { continue };
+        let (again, replay_trace) = run(seed);
+        let escapes = "something escapes the simulation (real threads, the real clock, \
+                       blocking calls, a real pool; see the viaduct::sim docs)";
+        let replay = match again {
+            Err(f) if f.same_as(&failure) && replay_trace == trace => format!(
+                "It fails the same way every time (trace {trace:#018x}): replay it with \
+                 `Simulation::new({seed})` and the same program."
+            ),
+            Err(_) => format!(
+                "Run again, it failed differently: {escapes}. \
+                 `Simulation::new({seed})` replays the same schedule."
+            ),
+            Ok(()) => format!(
+                "Run again, it passed: {escapes}. \
+                 `Simulation::new({seed})` replays the same schedule."
+            ),
+        };
+        panic!("viaduct::sim::check: seed {seed} failed: {failure}\n{replay}");
+    }
+}
+
+/// How one run of [`check`] failed.
+enum Failure {
+    Sim(SimError),
+    /// The program panicked before giving its future.
+    Program(String),
+}
+
+impl Failure {
+    /// The same failure, as far as a replay can tell: task ids differ
+    /// between runs, so a deadlock is compared by its shape.
+    fn same_as(&self, other: &Failure) -> bool {
+        match (self, other) {
+            (Failure::Sim(SimError::Deadlock(a)), Failure::Sim(SimError::Deadlock(b))) => {
+                a.tasks().len() == b.tasks().len() && a.deadlocks().len() == b.deadlocks().len()
+            }
+            (Failure::Sim(SimError::Panicked(a)), Failure::Sim(SimError::Panicked(b))) => {
+                a.message() == b.message()
+            }
+            (Failure::Sim(a), Failure::Sim(b)) => a.to_string() == b.to_string(),
+            (Failure::Program(a), Failure::Program(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Sim(e) => e.fmt(f),
+            Failure::Program(m) => write!(f, "the program panicked before it ran: {m}"),
+        }
+    }
+}

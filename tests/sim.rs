@@ -1,0 +1,496 @@
+//! The deterministic simulation: replay by seed, virtual time, the global
+//! functions inside it, deadlock and step-limit errors, panics, `check`,
+//! and every strand-based type running on it unchanged.
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use viaduct::cancel::CancellationToken;
+use viaduct::prelude::*;
+use viaduct::sim::{self, SimError, Simulation};
+use viaduct::{Guarded, JoinSet, KeyedStrands, PriorityExecutor, Strand, TaskError};
+
+mod support;
+use support::{quiet_test_panics, within, TEST_PANIC};
+
+/// A program that uses every kind of viaduct work on the simulated pool,
+/// and returns the order in which its pieces ran.
+async fn everything(sim: Simulation) -> Vec<String> {
+    let ex = sim.executor();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let note = {
+        let log = log.clone();
+        move |s: String| log.lock().unwrap().push(s)
+    };
+
+    // Tasks, continuations and a hop to a strand.
+    let strand = Strand::new(ex.clone());
+    let n = note.clone();
+    let chained = ex.run(|| 1).then(|v| v + 1).via(&strand).then(move |v| {
+        n(format!("chain {v}"));
+        v
+    });
+    // Guarded: sections and locks from several tasks.
+    let counter = Guarded::new(ex.clone(), 0u32);
+    let workers: Vec<_> = (0..4)
+        .map(|i| {
+            let (c, n) = (counter.clone(), note.clone());
+            ex.spawn(async move {
+                c.with(|v| *v += 1).await.unwrap();
+                *c.lock().await += 1;
+                n(format!("worker {i}"));
+            })
+        })
+        .collect();
+    // Keyed strands and priorities.
+    let keyed = KeyedStrands::new(ex.clone());
+    let prio = PriorityExecutor::new(ex.clone());
+    let k: Vec<_> = (0..6u32)
+        .map(|i| {
+            let n = note.clone();
+            keyed.spawn(i % 2, async move { n(format!("key {} #{i}", i % 2)) })
+        })
+        .collect();
+    let p: Vec<_> = (0..3)
+        .map(|i| {
+            let n = note.clone();
+            prio.spawn_with(i, async move { n(format!("priority {i}")) })
+        })
+        .collect();
+    // A join set, timers on the ambient clock, a token fired by time.
+    let mut set = JoinSet::new();
+    for i in 0..3u64 {
+        set.spawn(async move {
+            viaduct::time::sleep(Duration::from_millis(10 * (3 - i))).await;
+            i
+        });
+    }
+    let token = CancellationToken::new();
+    token.cancel_after(Duration::from_secs(5));
+    let parked = ex.spawn_cancellable(&token, std::future::pending::<()>());
+    let timed_out = viaduct::time::timeout(Duration::from_secs(1), std::future::pending::<()>());
+
+    assert_eq!(chained.await.unwrap(), 2);
+    for w in workers {
+        w.await.unwrap();
+    }
+    assert_eq!(counter.with(|v| *v).await.unwrap(), 8);
+    for h in k.into_iter().chain(p) {
+        h.await.unwrap();
+    }
+    let mut order = Vec::new();
+    while let Some(r) = set.join_next().await {
+        order.push(r.unwrap());
+    }
+    note(format!("join set {order:?}"));
+    assert!(timed_out.await.is_err());
+    assert!(matches!(parked.await, Err(TaskError::Cancelled)));
+    note(format!("elapsed {:?}", sim.elapsed()));
+    let log = log.lock().unwrap().clone();
+    log
+}
+
+#[test]
+fn the_same_seed_replays_the_same_run_and_other_seeds_differ() {
+    within("replay", || {
+        let run = |seed| {
+            let sim = Simulation::new(seed);
+            let log = sim.block_on(everything(sim.clone())).unwrap();
+            (log, sim.trace_hash(), sim.steps())
+        };
+        let first = run(17);
+        assert_eq!(first, run(17));
+        assert!(
+            first.0.contains(&"join set [2, 1, 0]".to_owned()),
+            "{:?}",
+            first.0
+        );
+        assert!(first.0.contains(&"elapsed 5s".to_owned()), "{:?}", first.0);
+        // Keyed strands keep each key's order, whatever the seed.
+        let keys: Vec<_> = first.0.iter().filter(|s| s.starts_with("key 0")).collect();
+        assert_eq!(keys, ["key 0 #0", "key 0 #2", "key 0 #4"]);
+        // Other seeds take other schedules: most of 8 give other traces,
+        // and the order of the pieces differs for some.
+        let others: Vec<_> = (100..108).map(run).collect();
+        let traces: std::collections::HashSet<u64> = others.iter().map(|r| r.1).collect();
+        assert!(traces.len() >= 6, "only {} distinct traces", traces.len());
+        assert!(
+            others.iter().any(|r| r.0 != first.0),
+            "every seed ran in one order"
+        );
+    });
+}
+
+#[test]
+fn an_hour_of_one_second_ticks_runs_at_once() {
+    within("hour", || {
+        let sim = Simulation::new(1).workers(2);
+        let started = Instant::now();
+        let ticks = sim
+            .block_on(async {
+                viaduct::time::interval(Duration::from_secs(1))
+                    .take(3601)
+                    .count()
+                    .await
+            })
+            .unwrap();
+        assert_eq!(ticks, 3601);
+        assert_eq!(sim.elapsed(), Duration::from_secs(3600));
+        // Far less in practice (see BENCHMARKS.md); bounded for a loaded machine.
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    });
+}
+
+#[test]
+fn inside_the_simulation_the_global_functions_use_its_pool_and_clock() {
+    within("ambient", || {
+        let sim = Simulation::new(3);
+        let me = std::thread::current().id();
+        let (on, slept) = sim
+            .block_on(async move {
+                let on = viaduct::spawn(async { std::thread::current().id() })
+                    .await
+                    .unwrap();
+                let ran = viaduct::run(|| 5).await.unwrap();
+                assert_eq!(ran, 5);
+                viaduct::time::sleep(Duration::from_secs(86_400)).await;
+                let job = viaduct::Inline.execute_after(Duration::from_secs(10), || 7);
+                assert_eq!(job.await.unwrap(), 7);
+                (on, true)
+            })
+            .unwrap();
+        assert_eq!(on, me, "the global spawn ran on the simulation's thread");
+        assert!(slept);
+        assert_eq!(sim.elapsed(), Duration::from_secs(86_410));
+        // Outside `block_on` the global pool is the real one again.
+        let pool_thread = viaduct::block_on(viaduct::spawn(async { std::thread::current().id() }));
+        assert_ne!(pool_thread.unwrap(), me);
+    });
+}
+
+#[test]
+fn a_lock_order_inversion_is_reported_as_a_deadlock_with_its_cycle() {
+    within("deadlock", || {
+        let sim = Simulation::new(4);
+        let ex = sim.executor();
+        let outcome = sim.block_on(async move {
+            let (a, b) = (Guarded::new(ex.clone(), 0), Guarded::new(ex.clone(), 0));
+            let (a2, b2) = (a.clone(), b.clone());
+            let one = ex.spawn(async move {
+                let _a = a.lock().await;
+                viaduct::time::sleep(Duration::from_millis(1)).await;
+                let _b = b.lock().await;
+            });
+            let two = ex.spawn(async move {
+                let _b = b2.lock().await;
+                viaduct::time::sleep(Duration::from_millis(1)).await;
+                let _a = a2.lock().await;
+            });
+            one.await.unwrap();
+            two.await.unwrap();
+        });
+        let Err(SimError::Deadlock(dump)) = outcome else {
+            panic!("{outcome:?}")
+        };
+        let cycles = dump.deadlocks();
+        assert_eq!(cycles.len(), 1, "{dump}");
+        assert_eq!(cycles[0].steps().len(), 2);
+        let text = SimError::Deadlock(dump).to_string();
+        assert!(text.starts_with("deadlock: no task can run"), "{text}");
+        assert!(text.contains("tests/sim.rs"), "{text}");
+    });
+}
+
+#[test]
+fn a_future_nothing_wakes_is_a_deadlock_not_a_hang() {
+    within("never woken", || {
+        let sim = Simulation::new(5);
+        let outcome = sim.block_on(std::future::pending::<()>());
+        let Err(SimError::Deadlock(dump)) = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert!(dump.deadlocks().is_empty());
+        assert_eq!(dump.tasks().len(), 1, "the future's own task: {dump}");
+        // A sleep of Duration::MAX never fires either.
+        let outcome = sim.block_on(viaduct::time::sleep(Duration::MAX));
+        assert!(matches!(outcome, Err(SimError::Deadlock(_))), "{outcome:?}");
+    });
+}
+
+#[test]
+fn a_program_that_never_settles_stops_at_the_step_limit() {
+    within("step limit", || {
+        // A task that yields forever, while the future waits for it.
+        let sim = Simulation::new(6).max_steps(5_000);
+        let ex = sim.executor();
+        let outcome = sim.block_on(async move {
+            ex.spawn(async {
+                loop {
+                    viaduct::coop::consume_budget().await;
+                }
+            })
+            .await
+            .unwrap();
+        });
+        assert!(
+            matches!(outcome, Err(SimError::StepLimit { steps: 5_000 })),
+            "{outcome:?}"
+        );
+        assert!(sim.steps() == 5_000);
+        // An interval nobody stops, likewise.
+        let sim = Simulation::new(6).max_steps(1_000);
+        let outcome = sim.block_on(async {
+            let mut every = viaduct::time::interval(Duration::from_secs(1));
+            loop {
+                every.tick().await;
+            }
+        });
+        assert!(
+            matches!(outcome, Err(SimError::StepLimit { .. })),
+            "{outcome:?}"
+        );
+    });
+}
+
+#[test]
+fn workers_zero_is_a_clear_error() {
+    let err = std::panic::catch_unwind(|| Simulation::new(1).workers(0)).unwrap_err();
+    let msg = err.downcast_ref::<&str>().copied().unwrap_or_default();
+    assert!(
+        msg.contains("workers(0)") && msg.contains("workers(1)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_detached_task_that_panics_fails_the_run_with_its_message() {
+    quiet_test_panics();
+    within("panics", || {
+        let sim = Simulation::new(8);
+        let ex = sim.executor();
+        let outcome = sim.block_on(async move {
+            drop(ex.run(|| panic!("{TEST_PANIC}: detached")));
+            viaduct::time::sleep(Duration::from_secs(1)).await;
+        });
+        let Err(SimError::Panicked(p)) = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert_eq!(
+            p.message(),
+            Some(format!("{TEST_PANIC}: detached").as_str())
+        );
+
+        // A panic delivered to a handle is the program's to handle.
+        let ex = sim.executor();
+        let handled = sim.block_on(async move {
+            let err = ex
+                .run(|| panic!("{TEST_PANIC}: observed"))
+                .await
+                .unwrap_err();
+            err.panic_message().unwrap().to_owned()
+        });
+        assert_eq!(handled.unwrap(), format!("{TEST_PANIC}: observed"));
+
+        // The future's own panic.
+        let outcome = sim.block_on(async { panic!("{TEST_PANIC}: main") });
+        assert!(matches!(outcome, Err(SimError::Panicked(_))), "{outcome:?}");
+    });
+}
+
+#[test]
+fn check_names_the_failing_seed_and_how_to_replay_it() {
+    quiet_test_panics();
+    within("check", || {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            sim::check(0..1_000, |sim| {
+                r.fetch_add(1, SeqCst);
+                let ex = sim.executor();
+                async move {
+                    // Two withdrawals that check and write in separate
+                    // sections: some schedule lets both pass the check.
+                    let account = Guarded::new(ex.clone(), 100i64);
+                    let withdraw = |account: Guarded<i64>| async move {
+                        let balance = account.with(|b| *b).await.unwrap();
+                        if balance >= 80 {
+                            account.with(move |b| *b = balance - 80).await.unwrap();
+                            return 80;
+                        }
+                        0
+                    };
+                    let a = ex.spawn(withdraw(account.clone()));
+                    let b = ex.spawn(withdraw(account.clone()));
+                    let paid = a.await.unwrap() + b.await.unwrap();
+                    let left = account.with(|b| *b).await.unwrap();
+                    assert_eq!(paid + left, 100, "{TEST_PANIC}: money appeared");
+                }
+            })
+        }))
+        .unwrap_err();
+        let msg = failed.downcast_ref::<String>().unwrap();
+        let seed: u64 = msg
+            .strip_prefix("viaduct::sim::check: seed ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no seed in {msg:?}"));
+        assert!(msg.contains("money appeared"), "{msg}");
+        assert!(
+            msg.contains(&format!("replay it with `Simulation::new({seed})`")),
+            "{msg}"
+        );
+        // Every seed before the failing one ran once, the failing one twice.
+        assert_eq!(runs.load(SeqCst) as u64, seed + 2);
+
+        // The fixed version (check and write in one section) passes.
+        sim::check(0..300, |sim| {
+            let ex = sim.executor();
+            async move {
+                let account = Guarded::new(ex.clone(), 100i64);
+                let withdraw = |account: Guarded<i64>| async move {
+                    account
+                        .with(|b| {
+                            if *b >= 80 {
+                                *b -= 80;
+                                80
+                            } else {
+                                0
+                            }
+                        })
+                        .await
+                        .unwrap()
+                };
+                let a = ex.spawn(withdraw(account.clone()));
+                let b = ex.spawn(withdraw(account.clone()));
+                let paid = a.await.unwrap() + b.await.unwrap();
+                assert_eq!(paid + account.with(|b| *b).await.unwrap(), 100);
+            }
+        });
+    });
+}
+
+#[test]
+fn check_reports_a_program_that_escapes_the_simulation() {
+    quiet_test_panics();
+    within("escapes", || {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            sim::check(0..10, |_| {
+                // Fails on its first run only: state outside the simulation.
+                let first = c.fetch_add(1, SeqCst) == 0;
+                async move { assert!(!first, "{TEST_PANIC}: first run") }
+            })
+        }))
+        .unwrap_err();
+        let msg = failed.downcast_ref::<String>().unwrap();
+        assert!(
+            msg.starts_with("viaduct::sim::check: seed 0 failed"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("Run again, it passed: something escapes"),
+            "{msg}"
+        );
+    });
+}
+
+#[test]
+fn block_on_inside_a_simulated_task_runs_the_simulation() {
+    quiet_test_panics();
+    within("nested", || {
+        let sim = Simulation::new(9).workers(1);
+        let ex = sim.executor();
+        let got = sim.block_on(async move {
+            let e = ex.clone();
+            ex.spawn(async move {
+                let child = e.spawn(async {
+                    viaduct::time::sleep(Duration::from_secs(1)).await;
+                    21
+                });
+                viaduct::block_on(child).unwrap() * 2 // one worker: would hang without help
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(got.unwrap(), 42);
+
+        // Waiting there for what nothing wakes fails the run, with why.
+        let outcome = sim.block_on(async {
+            viaduct::block_on(std::future::pending::<()>());
+        });
+        let Err(SimError::Panicked(p)) = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert!(
+            p.message().unwrap().contains("nothing will wake"),
+            "{:?}",
+            p.message()
+        );
+    });
+}
+
+#[test]
+fn a_closed_simulation_refuses_and_a_dropped_one_cancels_its_tasks() {
+    within("closed", || {
+        let sim = Simulation::new(10);
+        let ex = sim.executor();
+        let sleeper = ex.spawn(async {
+            viaduct::time::sleep(Duration::from_secs(3600)).await;
+        });
+        let queued = ex.run(|| ());
+        ex.close();
+        assert!(matches!(sim.block_on(async {}), Err(SimError::Closed)));
+        assert!(matches!(
+            viaduct::block_on(ex.spawn(async {})),
+            Err(TaskError::Rejected(_))
+        ));
+        drop(sim);
+        // Nobody will run them: both resolve instead of waiting forever.
+        assert!(matches!(
+            viaduct::block_on(queued),
+            Err(TaskError::Cancelled)
+        ));
+        assert!(matches!(
+            viaduct::block_on(sleeper),
+            Err(TaskError::Cancelled)
+        ));
+    });
+}
+
+#[test]
+fn timers_due_together_fire_in_a_seeded_order() {
+    within("timer order", || {
+        let order = |seed| {
+            let sim = Simulation::new(seed);
+            let ex = sim.executor();
+            sim.block_on(async move {
+                let log = Arc::new(Mutex::new(Vec::new()));
+                let hs: Vec<_> = (0..6)
+                    .map(|i| {
+                        let log = log.clone();
+                        ex.spawn(async move {
+                            viaduct::time::sleep(Duration::from_secs(1)).await;
+                            log.lock().unwrap().push(i);
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.await.unwrap();
+                }
+                let log = log.lock().unwrap().clone();
+                log
+            })
+            .unwrap()
+        };
+        let orders: std::collections::HashSet<Vec<i32>> = (0..20).map(order).collect();
+        assert!(orders.len() > 3, "{orders:?}");
+        assert_eq!(order(3), order(3));
+    });
+}
