@@ -10,7 +10,8 @@
 //! - lock 8x5000: 8 tasks taking one async lock 5,000 times each
 //!   (`Guarded::lock` against tokio's `Mutex`), yielding inside;
 //! - sleeps 1000x100: 1,000 tasks sleeping 1 ms 100 times each, on the
-//!   virtual clock.
+//!   virtual clock;
+//! - an hour of ticks: an interval of 1 s ticking 3,600 times.
 //!
 //! `cargo bench --bench sim`. `BENCH_ROUNDS` sets the rounds (default 7;
 //! medians are printed). The polls column counts the simulation's task
@@ -234,6 +235,24 @@ fn main() {
                     })
                     .collect();
                 await_all(tasks).await;
+            },
+        ),
+    );
+
+    row(
+        "an hour of 1 s ticks",
+        measure(
+            |_| async {
+                let mut every = viaduct::time::interval(Duration::from_secs(1));
+                for _ in 0..=3600 {
+                    every.tick().await;
+                }
+            },
+            || async {
+                let mut every = tokio::time::interval(Duration::from_secs(1));
+                for _ in 0..=3600 {
+                    every.tick().await;
+                }
             },
         ),
     );

@@ -188,3 +188,33 @@ fn a_task_made_to_yield_at_a_free_lock_does_not_hold_it_while_it_waits() {
         assert!(seen < 1_000, "ran only after the locker: {seen}");
     });
 }
+
+#[test]
+fn sections_run_on_the_spot_spend_the_budget_too() {
+    within("coop with", || {
+        let pool = pool("coop", 1);
+        let value = Guarded::new(pool.clone(), 0usize);
+        let rounds = Arc::new(AtomicUsize::new(0));
+        let (go, wait) = mpsc::channel::<()>();
+        let (v, r) = (value.clone(), rounds.clone());
+        // On the strand's own pool, with the strand idle, every section runs
+        // right in the task and its handle is finished from the start.
+        let busy = pool.spawn(async move {
+            wait.recv().unwrap();
+            for _ in 0..ROUNDS {
+                v.with(|n| *n += 1).await.unwrap();
+                r.fetch_add(1, SeqCst);
+            }
+        });
+        let r = rounds.clone();
+        let other = pool.run(move || r.load(SeqCst));
+        go.send(()).unwrap();
+        block_on(busy).unwrap();
+        let seen = block_on(other).unwrap();
+        assert!(
+            (1..=2 * coop::BUDGET as usize).contains(&seen),
+            "the other task ran after {seen} of {ROUNDS} sections"
+        );
+        assert_eq!(block_on(value.with(|n| *n)).unwrap(), ROUNDS);
+    });
+}
