@@ -89,13 +89,21 @@ fn enter(left: Option<u32>) -> Scope {
 /// until the returned guard drops.
 #[inline]
 pub(crate) fn fresh() -> Scope {
-    enter(Some(FRESH.with(Cell::get)))
+    enter(Some(FRESH.with(|f| {
+        let budget = f.get();
+        // One poll only: a `block_on` nested in it re-polls its future
+        // with fresh budgets, which must be whole or it would spin.
+        if budget != BUDGET {
+            f.set(BUDGET);
+        }
+        budget
+    })))
 }
 
-/// Runs `f` with the polls in it starting from `budget` units instead of
-/// [`BUDGET`]: a small one makes the first ready viaduct futures answer
-/// `Pending`, the yield a simulation injects where a real run could have
-/// been interrupted.
+/// Runs `f` with the first poll in it starting from `budget` units
+/// instead of [`BUDGET`]: a small one makes the first ready viaduct
+/// futures answer `Pending`, the yield a simulation injects where a real
+/// run could have been interrupted.
 pub(crate) fn with_fresh_budget<R>(budget: u32, f: impl FnOnce() -> R) -> R {
     struct Restore(u32);
     impl Drop for Restore {

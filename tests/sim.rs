@@ -494,3 +494,50 @@ fn timers_due_together_fire_in_a_seeded_order() {
         assert_eq!(order(3), order(3));
     });
 }
+
+#[test]
+fn waits_nested_in_simulated_work_neither_spin_nor_wedge() {
+    within("nested edges", || {
+        // Nested `block_on` under every seed: an injected yield must not
+        // spin it (each seed gives some polls a budget of 0).
+        for seed in 0..200 {
+            let sim = Simulation::new(seed).workers(1);
+            let ex = sim.executor();
+            let got = sim.block_on(async move {
+                let child = ex.spawn(async { 2 });
+                viaduct::block_on(child).unwrap()
+            });
+            assert_eq!(got.unwrap(), 2, "seed {seed}");
+        }
+        // A timer job run where it fires (on `Inline`) that blocks on a sleep.
+        let sim = Simulation::new(1);
+        let got = sim.block_on(async {
+            viaduct::Inline
+                .spawn_after(Duration::from_millis(1), async {
+                    viaduct::block_on(viaduct::time::sleep(Duration::from_millis(1)));
+                    3
+                })
+                .await
+                .unwrap()
+        });
+        assert_eq!(got.unwrap(), 3);
+        // `Inline` work blocked on from an `Inline` task runs, as outside.
+        let got = sim.block_on(async {
+            viaduct::Inline
+                .spawn(async { viaduct::block_on(viaduct::Inline.run(|| 1)).unwrap() })
+                .await
+                .unwrap()
+        });
+        assert_eq!(got.unwrap(), 1);
+        // `block_on` of a simulation where the caller's budget is spent.
+        let outer = Simulation::new(3);
+        let got = outer.block_on(async {
+            for _ in 0..2 * viaduct::coop::BUDGET {
+                viaduct::coop::consume_budget().await;
+            }
+            let inner = Simulation::new(4);
+            inner.block_on(async { 5 }).unwrap()
+        });
+        assert_eq!(got.unwrap(), 5);
+    });
+}

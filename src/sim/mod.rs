@@ -235,7 +235,9 @@ pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
         fut,
         || {},
         |woken| {
-            if woken() {
+            // `Inline` work queued on this thread first: it runs nowhere
+            // else, as in `block_on` outside a simulation.
+            if woken() || crate::inline::run_one_queued() {
                 return;
             }
             match shared.step() {
@@ -348,8 +350,8 @@ impl Simulation {
     }
 
     /// Stops a [`block_on`](Simulation::block_on) with
-    /// [`SimError::StepLimit`] once tasks have been polled `steps` times
-    /// in this world (default [`DEFAULT_MAX_STEPS`]).
+    /// [`SimError::StepLimit`] once this world has taken `steps` steps,
+    /// task polls and clock moves (default [`DEFAULT_MAX_STEPS`]).
     ///
     /// # Examples
     ///
@@ -431,7 +433,8 @@ impl Simulation {
         Duration::from_nanos(self.shared.timer.now_nanos())
     }
 
-    /// Tasks polled so far in this world.
+    /// Steps taken so far in this world: task polls and moves of the
+    /// clock.
     pub fn steps(&self) -> u64 {
         self.shared.world().steps
     }
@@ -533,6 +536,8 @@ impl Simulation {
             return Err(e);
         }
         let waker = futures::task::noop_waker();
+        // The caller's spent budget must not hold back a finished handle.
+        let _lifted = crate::coop::lifted();
         let output = match std::pin::Pin::new(&mut handle).poll(&mut Context::from_waker(&waker)) {
             Poll::Ready(output) => output,
             Poll::Pending => unreachable!("the handle's task has finished"),
@@ -578,7 +583,8 @@ impl Shared {
         }
     }
 
-    /// Polls one task, or moves the clock if none can run.
+    /// Polls one task, or moves the clock if none can run: one step
+    /// either way, within the limit.
     fn step(&self) -> Result<Stepped, SimError> {
         let picked = {
             let mut world = self.world();
@@ -614,7 +620,14 @@ impl Shared {
         let Some(at) = self.timer.next_expiration() else {
             return Ok(Stepped::Idle);
         };
-        self.world().record(&[at]);
+        {
+            // A clock move is a step too (the limit was checked above):
+            // timers whose jobs run where they fire (on `Inline`) move
+            // the world without a poll.
+            let mut world = self.world();
+            world.steps += 1;
+            world.record(&[at]);
+        }
         let panic = self
             .timer
             .advance_to_shuffled(at, &mut |n| self.world().rng.below(n));

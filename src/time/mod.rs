@@ -338,6 +338,9 @@ impl Timer {
         for shard in inner.shards.iter() {
             while lock(shard).poll(now, &mut due, usize::MAX) {}
         }
+        // Fired with no lock held: a job run where it fires (on `Inline`)
+        // may `block_on`, which moves this clock again.
+        drop(_turn);
         for i in (1..due.len()).rev() {
             due.swap(i, below(i + 1));
         }
