@@ -50,7 +50,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::panic::Location;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::task_id::TaskId;
 pub use crate::task_id::TaskKind;
@@ -117,6 +117,9 @@ pub enum WaitsOn {
     Timer {
         /// When it fires.
         deadline: Instant,
+        /// How long it had to go when the dump was taken, by the dumped
+        /// pool's clock (a simulation's is virtual).
+        left: Duration,
     },
 }
 
@@ -196,10 +199,7 @@ impl fmt::Display for WaitsOn {
             WaitsOn::Lock(lock) => write!(f, "lock of {lock}"),
             WaitsOn::Task(id) => write!(f, "task {id}"),
             WaitsOn::Section { task, lock } => write!(f, "section {task} queued on {lock}"),
-            WaitsOn::Timer { deadline } => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                write!(f, "timer due in {} ms", left.as_millis())
-            }
+            WaitsOn::Timer { left, .. } => write!(f, "timer due in {} ms", left.as_millis()),
         }
     }
 }
@@ -236,12 +236,13 @@ impl TaskEntry {
 impl TaskDump {
     /// Collects the dump of the pool named `pool`, whose workers are named
     /// by `worker_name`, from its books; `live` is its count of accepted
-    /// tasks not yet over.
+    /// tasks not yet over; `now` is the time by the pool's clock.
     pub(crate) fn collect(
         pool: &str,
         worker_name: impl Fn(usize) -> String,
         books: &Books,
         live: u64,
+        now: Instant,
     ) -> TaskDump {
         let mut running: HashMap<TaskId, (String, &'static Location<'static>, TaskKind)> =
             HashMap::new();
@@ -301,7 +302,10 @@ impl TaskDump {
                         lock: LockEntry::new(book),
                     },
                     WaitOn::Task { id, .. } => WaitsOn::Task(id),
-                    WaitOn::Timer(deadline) => WaitsOn::Timer { deadline },
+                    WaitOn::Timer(deadline) => WaitsOn::Timer {
+                        deadline,
+                        left: deadline.saturating_duration_since(now),
+                    },
                 })
                 .collect();
         }

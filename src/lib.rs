@@ -402,9 +402,11 @@
 //! finds by seed), orders your code assumed but no executor promises,
 //! deadlocks (a run in which nothing can move ends in
 //! [`SimError::Deadlock`](sim::SimError::Deadlock) with the task dump and
-//! its wait-for cycles, never in a hang), timeouts that fire in the
+//! its wait-for cycles, not in a hang), timeouts that fire in the
 //! wrong order, and tasks that never stop waking
-//! ([`SimError::StepLimit`](sim::SimError::StepLimit)). Time is virtual:
+//! ([`SimError::StepLimit`](sim::SimError::StepLimit)). The one thing it
+//! cannot stop is a poll that never returns: a loop with no `.await`, or
+//! a blocking call, holds the thread everything runs on. Time is virtual:
 //! the clock jumps to the next deadline when nothing can run, so a
 //! simulated hour of one-second ticks takes milliseconds.
 //!

@@ -194,7 +194,7 @@ fn waits_name_the_lock_and_its_holder_the_section_the_handle_and_the_timer() {
         }
         assert!(matches!(&waits(joiner.id())[..], [WaitsOn::Task(id)] if *id == target_id));
         match &waits(sleeper.id())[..] {
-            [WaitsOn::Timer { deadline }] => {
+            [WaitsOn::Timer { deadline, .. }] => {
                 assert!(*deadline > std::time::Instant::now() + Duration::from_secs(3000))
             }
             other => panic!("{other:?}"),
@@ -363,7 +363,7 @@ fn a_sleep_reset_while_waiting_shows_its_new_deadline() {
             d.task(id).is_some_and(|t| !t.waits_on().is_empty())
         });
         match dump.task(id).unwrap().waits_on() {
-            [WaitsOn::Timer { deadline }] => assert!(
+            [WaitsOn::Timer { deadline, .. }] => assert!(
                 *deadline > Instant::now() + Duration::from_secs(5000),
                 "the first deadline is still shown\n{dump}"
             ),

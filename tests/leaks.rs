@@ -13,14 +13,15 @@ use std::sync::Arc;
 use std::task::Context;
 use std::time::Duration;
 
-#[allow(dead_code)] // only `within` is used here
+#[allow(dead_code)] // only `within` and `crossed_locks` are used here
 mod support;
 
-use support::within;
+use support::{crossed_locks, within};
 use viaduct::cancel::CancellationToken;
 use viaduct::sim::Simulation;
 use viaduct::{
     block_on, ExecutorExt, Guarded, JoinSet, KeyedStrands, PriorityExecutor, Strand, ThreadPool,
+    TimedExt,
 };
 
 struct Counting;
@@ -223,6 +224,43 @@ fn strand_types_tokens_sets_scopes_and_simulations_leave_the_heap_flat_over_ten_
                 sim.block_on(async {}).unwrap();
                 drop(sim);
                 assert!(block_on(asleep).unwrap_err().is_cancelled());
+                bump(ran)();
+            },
+        );
+        // Dropped in a deadlock: two tasks hold each other's locks (and
+        // so each other), a detached one sleeps, and a job run where it
+        // fires keeps the clock moving until the step limit.
+        check("a simulation dropped in a deadlock", &pool, |i, ran| {
+            let sim = Simulation::new(i as u64).max_steps(500);
+            let ex = sim.executor();
+            let outcome = sim.block_on(async move {
+                let [one, two] = crossed_locks(&ex);
+                drop(ex.spawn(viaduct::time::sleep(Duration::from_secs(3600))));
+                let _job = viaduct::Inline.execute_every(Duration::from_secs(7200), || ());
+                one.await.unwrap();
+                two.await.unwrap();
+            });
+            assert!(matches!(
+                outcome,
+                Err(viaduct::sim::SimError::StepLimit { steps: 500 })
+            ));
+            bump(ran)();
+        });
+        // `check` ends each world, even one a task holds a handle of.
+        check(
+            "a simulation a task holds, run by check",
+            &pool,
+            |i, ran| {
+                viaduct::sim::check(i as u64..i as u64 + 1, |sim| {
+                    let keep = sim.clone();
+                    let ex = sim.executor();
+                    async move {
+                        drop(ex.spawn(async move {
+                            let _keep = keep;
+                            std::future::pending::<()>().await
+                        }));
+                    }
+                });
                 bump(ran)();
             },
         );

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use viaduct::cancel::CancellationToken;
+use viaduct::dump::WaitsOn;
 use viaduct::prelude::*;
 use viaduct::sim::{self, SimError, Simulation};
 use viaduct::{Guarded, JoinSet, KeyedStrands, PriorityExecutor, Strand, TaskError};
 
 mod support;
-use support::{quiet_test_panics, within, TEST_PANIC};
+use support::{crossed_locks, quiet_test_panics, within, TEST_PANIC};
 
 /// A program that uses every kind of viaduct work on the simulated pool,
 /// and returns the order in which its pieces ran.
@@ -180,18 +181,7 @@ fn a_lock_order_inversion_is_reported_as_a_deadlock_with_its_cycle() {
         let sim = Simulation::new(4);
         let ex = sim.executor();
         let outcome = sim.block_on(async move {
-            let (a, b) = (Guarded::new(ex.clone(), 0), Guarded::new(ex.clone(), 0));
-            let (a2, b2) = (a.clone(), b.clone());
-            let one = ex.spawn(async move {
-                let _a = a.lock().await;
-                viaduct::time::sleep(Duration::from_millis(1)).await;
-                let _b = b.lock().await;
-            });
-            let two = ex.spawn(async move {
-                let _b = b2.lock().await;
-                viaduct::time::sleep(Duration::from_millis(1)).await;
-                let _a = a2.lock().await;
-            });
+            let [one, two] = crossed_locks(&ex);
             one.await.unwrap();
             two.await.unwrap();
         });
@@ -217,9 +207,16 @@ fn a_future_nothing_wakes_is_a_deadlock_not_a_hang() {
         };
         assert!(dump.deadlocks().is_empty());
         assert_eq!(dump.tasks().len(), 1, "the future's own task: {dump}");
-        // A sleep of Duration::MAX never fires either.
-        let outcome = sim.block_on(viaduct::time::sleep(Duration::MAX));
+        // A sleep or timeout of Duration::MAX never fires either, and the
+        // clock does not run to its end looking for it.
+        // (Made inside `block_on`, where they take the simulated clock.)
+        let outcome = sim.block_on(async { viaduct::time::sleep(Duration::MAX).await });
         assert!(matches!(outcome, Err(SimError::Deadlock(_))), "{outcome:?}");
+        let outcome = sim.block_on(async {
+            viaduct::time::timeout(Duration::MAX, std::future::pending::<()>()).await
+        });
+        assert!(matches!(outcome, Err(SimError::Deadlock(_))), "{outcome:?}");
+        assert_eq!(sim.elapsed(), Duration::ZERO);
     });
 }
 
@@ -242,7 +239,11 @@ fn a_program_that_never_settles_stops_at_the_step_limit() {
             matches!(outcome, Err(SimError::StepLimit { steps: 5_000 })),
             "{outcome:?}"
         );
-        assert!(sim.steps() == 5_000);
+        assert_eq!(sim.steps(), 5_000);
+        // The limit is per call: the same world runs the next one, the
+        // spinning task included.
+        assert_eq!(sim.block_on(async { 7 }).unwrap(), 7);
+        assert!(sim.steps() > 5_000);
         // An interval nobody stops, likewise.
         let sim = Simulation::new(6).max_steps(1_000);
         let outcome = sim.block_on(async {
@@ -253,6 +254,17 @@ fn a_program_that_never_settles_stops_at_the_step_limit() {
         });
         assert!(
             matches!(outcome, Err(SimError::StepLimit { .. })),
+            "{outcome:?}"
+        );
+        // A periodic job run where it fires (on `Inline`) moves only the
+        // clock, never polling a task: each move counts.
+        let sim = Simulation::new(6).max_steps(1_000);
+        let outcome = sim.block_on(async {
+            let _job = viaduct::Inline.execute_every(Duration::from_millis(1), || ());
+            std::future::pending::<()>().await
+        });
+        assert!(
+            matches!(outcome, Err(SimError::StepLimit { steps: 1_000 })),
             "{outcome:?}"
         );
     });
@@ -539,5 +551,110 @@ fn waits_nested_in_simulated_work_neither_spin_nor_wedge() {
             inner.block_on(async { 5 }).unwrap()
         });
         assert_eq!(got.unwrap(), 5);
+    });
+}
+
+#[test]
+fn a_dropped_simulation_ends_what_it_holds_without_running_out_its_clock() {
+    within("end", || {
+        // A periodic job run where it fires, still armed.
+        let sim = Simulation::new(11);
+        let timer = sim.timer();
+        let start = timer.now();
+        let (job,) = sim
+            .block_on(async {
+                let job = viaduct::Inline.execute_every(Duration::from_millis(1), || ());
+                viaduct::time::sleep(Duration::from_millis(10)).await;
+                (job,) // the handle itself, not awaited
+            })
+            .unwrap();
+        assert_eq!(job.runs(), 10);
+        drop(sim);
+        assert_eq!(
+            timer.now() - start,
+            Duration::from_millis(10),
+            "the clock stays"
+        );
+        assert_eq!(timer.pending(), 0, "every timer is cancelled");
+        // The job is `Inline`'s, not the world's: it waits on a clock that
+        // will not move again, and stops when told.
+        assert_eq!(job.runs(), 10);
+        assert!(!job.is_finished());
+        assert!(job.cancel());
+        assert!(viaduct::block_on(job).is_cancelled());
+
+        // Two tasks deadlocked on each other's locks, their handles kept
+        // outside: dropping the world cancels both.
+        let sim = Simulation::new(12);
+        let [one, two] = crossed_locks(&sim.executor());
+        let outcome = sim.block_on(std::future::pending::<()>());
+        assert!(matches!(outcome, Err(SimError::Deadlock(_))), "{outcome:?}");
+        drop(sim);
+        assert!(viaduct::block_on(one).unwrap_err().is_cancelled());
+        assert!(viaduct::block_on(two).unwrap_err().is_cancelled());
+    });
+}
+
+#[test]
+fn work_run_through_the_executor_by_hand_runs_inside_the_simulation() {
+    within("try_run_one", || {
+        let sim = Simulation::new(13);
+        let ex = sim.executor();
+        let h = ex.spawn(async {
+            viaduct::time::sleep(Duration::from_secs(60)).await; // the simulated clock
+            viaduct::spawn(async { 1 }).await.unwrap() // the simulated pool
+        });
+        let mut steps = 0;
+        while ex.try_run_one() {
+            steps += 1;
+            assert!(steps < 1_000, "never settles");
+        }
+        assert_eq!(sim.elapsed(), Duration::from_secs(60));
+        assert!(h.is_finished());
+        assert_eq!(viaduct::block_on(h).unwrap(), 1);
+    });
+}
+
+#[test]
+fn check_sees_a_nested_deadlock_fail_the_same_way_every_time() {
+    quiet_test_panics();
+    within("check nested", || {
+        let failed = std::panic::catch_unwind(|| {
+            sim::check(0..5, |_| async {
+                viaduct::block_on(std::future::pending::<()>());
+            })
+        })
+        .unwrap_err();
+        let msg = failed.downcast_ref::<String>().unwrap();
+        assert!(msg.contains("nothing will wake"), "{msg}");
+        assert!(msg.contains("fails the same way every time"), "{msg}");
+    });
+}
+
+#[test]
+fn a_dump_reads_timers_by_the_simulated_clock() {
+    within("dump clock", || {
+        let sim = Simulation::new(14);
+        sim.block_on(async { viaduct::time::sleep(Duration::from_secs(10 * 3600)).await })
+            .unwrap();
+        // Ten virtual hours in, a task sleeps for one more.
+        let ex = sim.executor();
+        let sleeper = ex.spawn(async { viaduct::time::sleep(Duration::from_secs(3600)).await });
+        for _ in 0..10 {
+            if sim.timer().pending() == 1 {
+                break;
+            }
+            assert!(ex.try_run_one());
+        }
+        let dump = sim.dump();
+        let task = dump.task(sleeper.id().unwrap()).expect("listed");
+        match task.waits_on() {
+            [WaitsOn::Timer { left, .. }] => assert_eq!(*left, Duration::from_secs(3600)),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            dump.to_string().contains("timer due in 3600000 ms"),
+            "{dump}"
+        );
     });
 }

@@ -577,7 +577,13 @@ impl ThreadPool {
     /// ```
     pub fn dump(&self) -> crate::dump::TaskDump {
         let s = &self.shared;
-        crate::dump::TaskDump::collect(&s.name, |i| s.worker_name(i), &s.books, s.live())
+        crate::dump::TaskDump::collect(
+            &s.name,
+            |i| s.worker_name(i),
+            &s.books,
+            s.live(),
+            std::time::Instant::now(),
+        )
     }
 
     /// A snapshot of the pool's counters.

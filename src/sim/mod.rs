@@ -14,10 +14,12 @@
 //! program give the same run, and [`Simulation::trace_hash`] proves it.
 //!
 //! [`check`] runs a program under many seeds and names the first that
-//! fails; [`Simulation::block_on`] never hangs: a run where nothing can
-//! move ends in [`SimError::Deadlock`] with a [task dump](crate::dump)
-//! and its wait-for cycles, and one that never settles ends at a step
-//! limit.
+//! fails. [`Simulation::block_on`] does not hang on a wait: a run where
+//! nothing can move ends in [`SimError::Deadlock`] with a
+//! [task dump](crate::dump) and its wait-for cycles, and one that never
+//! settles ends at a step limit. What it cannot stop is a single poll that
+//! never returns (a loop with no `.await`, a blocking call): everything
+//! runs on the calling thread.
 //!
 //! # Examples
 //!
@@ -90,13 +92,15 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use self::world::World;
 use crate::dump::TaskDump;
-use crate::error::{drop_payload, Panic, PanicPayload, RejectReason, TaskError};
-use crate::executor::{adopt, Admission, Exec, Executor, Internal, Sink, Tracker, TrackerHeader};
+use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
+use crate::executor::{
+    adopt, Admission, Exec, Executor, Internal, Sink, TaskInfo, Tracker, TrackerHeader,
+};
 use crate::spawn::ExecutorExt;
 use crate::time::Timer;
 use crate::watch::{Books, Here};
@@ -110,8 +114,19 @@ pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
 /// that makes every choice, all driven on the calling thread.
 ///
 /// A cheap handle: clones share the world. When the last one is dropped,
-/// the world ends: tasks still queued or waiting on its clock are dropped
-/// (their handles say [`TaskError::Cancelled`]).
+/// the world ends: every task spawned on it that has not finished is
+/// dropped, queued or waiting on anything (its handle says
+/// [`TaskError::Cancelled`]), every timer of its clock is cancelled, and
+/// the clock stays where it is. Tasks of other executors waiting on its
+/// clock (an [`Inline`](crate::Inline) job, say) are not the world's: a
+/// detached one is dropped; one you hold a handle of waits on a clock
+/// that will not move, until you abort it.
+///
+/// Inside the world's tasks, use [`executor`](Simulation::executor) and
+/// [`timer`](Simulation::timer) rather than a clone of the handle: a
+/// handle a waiting task keeps keeps the world from ending (until
+/// [`check`], which ends each world it runs, or until the task is
+/// dropped).
 ///
 /// # Examples
 ///
@@ -264,7 +279,32 @@ impl Active {
 impl Drop for Active {
     fn drop(&mut self) {
         let prev = self.0.take();
-        ACTIVE.with(|a| *a.borrow_mut() = prev);
+        // Dropped after the slot is let go: the last reference to a world
+        // ends it, which runs drops that may look the slot up.
+        let left = ACTIVE.with(|a| a.replace(prev));
+        drop(left);
+    }
+}
+
+/// The step limit of one [`Simulation::block_on`], from its first step:
+/// restores the enclosing call's limit when dropped.
+struct Limit<'a> {
+    shared: &'a Shared,
+    outer: u64,
+}
+
+impl<'a> Limit<'a> {
+    fn start(shared: &'a Shared) -> Limit<'a> {
+        let mut world = shared.world();
+        let outer = world.limit;
+        world.limit = world.steps.saturating_add(shared.max_steps.load(Relaxed));
+        Limit { shared, outer }
+    }
+}
+
+impl Drop for Limit<'_> {
+    fn drop(&mut self) {
+        self.shared.world().limit = self.outer;
     }
 }
 
@@ -349,9 +389,11 @@ impl Simulation {
         Simulation::build(self.seed(), n, self.shared.max_steps.load(Relaxed))
     }
 
-    /// Stops a [`block_on`](Simulation::block_on) with
-    /// [`SimError::StepLimit`] once this world has taken `steps` steps,
-    /// task polls and clock moves (default [`DEFAULT_MAX_STEPS`]).
+    /// Stops each [`block_on`](Simulation::block_on) with
+    /// [`SimError::StepLimit`] once it has taken `steps` steps (task polls
+    /// and clock moves) since it began; default [`DEFAULT_MAX_STEPS`].
+    /// The world survives a stop: its tasks are still there, and the next
+    /// `block_on` runs them again, with a fresh count.
     ///
     /// # Examples
     ///
@@ -474,10 +516,13 @@ impl Simulation {
     }
 
     /// Spawns `fut` on the simulated pool and runs the world until it
-    /// finishes: its output, or why there is none. Never hangs: when
-    /// nothing can run and no timer is pending it returns
-    /// [`SimError::Deadlock`], and after [`max_steps`](Simulation::max_steps)
-    /// polls [`SimError::StepLimit`].
+    /// finishes: its output, or why there is none. It does not hang on a
+    /// wait: when nothing can run and no timer is pending (a timer of
+    /// `Duration::MAX` never comes) it returns [`SimError::Deadlock`], and
+    /// after [`max_steps`](Simulation::max_steps) steps
+    /// [`SimError::StepLimit`]. A poll that never returns (a loop with no
+    /// `.await`, a blocking call) holds the thread the world runs on, and
+    /// cannot be stopped.
     ///
     /// While it runs, [`spawn`](crate::spawn), [`run`](crate::run),
     /// [`JoinSet::spawn`](crate::JoinSet::spawn), the [`time`](crate::time)
@@ -529,6 +574,7 @@ impl Simulation {
     {
         let shared = &self.shared;
         let _active = Active::enter(shared);
+        let _limit = Limit::start(shared);
         let mut handle = self.executor().spawn(fut);
         let ended = shared.drive(&|| handle.is_finished());
         if let Err(e) = ended {
@@ -563,6 +609,7 @@ impl Shared {
             |i| format!("sim-{i}"),
             &self.books,
             self.live.load(Relaxed),
+            self.timer.now(),
         )
     }
 
@@ -588,13 +635,20 @@ impl Shared {
     fn step(&self) -> Result<Stepped, SimError> {
         let picked = {
             let mut world = self.world();
-            let limit = self.max_steps.load(Relaxed);
-            if world.steps >= limit {
-                return Err(SimError::StepLimit { steps: limit });
+            if world.steps >= world.limit {
+                let steps = self.max_steps.load(Relaxed);
+                return Err(SimError::StepLimit { steps });
             }
             world.pick().map(|(worker, runnable, source)| {
                 world.steps += 1;
-                let at = runnable.metadata().location();
+                let info = runnable.metadata();
+                // Queued again: no longer parked. Its waker serves again
+                // below.
+                let waker = match world.parked.is_empty() {
+                    true => None,
+                    false => world.parked.remove(&info.id.as_u64()),
+                };
+                let at = info.location;
                 world.record(&[
                     worker as u64,
                     source as u64,
@@ -608,13 +662,22 @@ impl Shared {
                 } else {
                     crate::coop::BUDGET
                 };
-                (worker, runnable, budget)
+                (worker, runnable, budget, waker)
             })
         };
-        if let Some((worker, runnable, budget)) = picked {
-            let _on = OnWorker(WORKER.with(|w| w.replace((self as *const Shared, worker))));
-            let _here = crate::watch::enter_worker(&self.heres[worker]);
-            crate::coop::with_fresh_budget(budget, || runnable.run());
+        if let Some((worker, runnable, budget, waker)) = picked {
+            let waker = waker.unwrap_or_else(|| runnable.waker());
+            let info: *const TaskInfo = runnable.metadata();
+            {
+                let _on = OnWorker(WORKER.with(|w| w.replace((self as *const Shared, worker))));
+                let _here = crate::watch::enter_worker(&self.heres[worker]);
+                crate::coop::with_fresh_budget(budget, || runnable.run());
+            }
+            // SAFETY: `info` points into the task's allocation, which
+            // `waker` keeps alive (a waker's promise, as in the task's
+            // schedule function), even if the poll ended the task.
+            let info = unsafe { &*info };
+            self.park(info, waker);
             return Ok(Stepped::Ran);
         }
         let Some(at) = self.timer.next_expiration() else {
@@ -637,6 +700,24 @@ impl Shared {
         }
     }
 
+    /// After a poll of `info`'s task: if it waits now, notes its `waker`,
+    /// for [`end`](Shared::end) to cancel it; a task ended since is
+    /// cancelled at once.
+    fn park(&self, info: &TaskInfo, waker: Waker) {
+        if info.state.load(Relaxed) != crate::watch::WAITING || info.done.load(Acquire) {
+            return; // queued again, finished, or cancelled: the waker goes
+        }
+        let mut world = self.world();
+        if world.orphaned {
+            drop(world);
+            waker.wake(); // queued on an ended world: dropped
+            return;
+        }
+        let stale = world.parked.insert(info.id.as_u64(), waker);
+        drop(world);
+        drop(stale);
+    }
+
     /// Counts a task in, unless the simulation's executor is closed.
     fn count_in(&self) -> Result<Admission, RejectReason> {
         if self.closed.load(SeqCst) {
@@ -648,23 +729,27 @@ impl Shared {
         Ok(Admission::counted(unsafe { Sink::new(&self.me) }))
     }
 
-    /// The last handle is gone: nobody will run the world again. Queued
-    /// tasks are dropped, and so is every task woken from now on; the
-    /// clock runs out, so tasks waiting on it are woken (and dropped).
+    /// Nobody will run the world again: every task in it is cancelled
+    /// (queued ones dropped, waiting ones woken into a world that drops
+    /// what it is given), and so is every timer; the clock stays where it
+    /// is. Ending an ended world does nothing more.
     fn end(&self) {
         self.closed.store(true, SeqCst);
-        let queued = {
+        let (queued, parked) = {
             let mut world = self.world();
             world.orphaned = true;
-            world.drain()
+            (world.drain(), std::mem::take(&mut world.parked))
         };
+        // Still this world's thread: what the drops spawn or time comes
+        // here and is refused, rather than escaping to a real pool.
+        let _active = self.me.upgrade().map(|me| Active::enter(&me));
         drop(queued);
-        if let Some(p) = self
-            .timer
-            .advance_to_shuffled(crate::time::NEVER_NANOS, &mut |n| n - 1)
-        {
-            drop_payload(p);
+        let mut parked: Vec<(u64, Waker)> = parked.into_iter().collect();
+        parked.sort_unstable_by_key(|&(id, _)| id);
+        for (_, waker) in parked {
+            waker.wake();
         }
+        self.timer.clear();
     }
 }
 
@@ -707,8 +792,13 @@ impl Executor for Shared {
         self.closed.load(SeqCst)
     }
 
-    /// One step of the world, if one can be taken.
+    /// One step of the world, if one can be taken, with the simulation
+    /// running (as in [`Simulation::block_on`]).
     fn try_run_one(&self) -> bool {
+        let Some(me) = self.me.upgrade() else {
+            return false;
+        };
+        let _active = Active::enter(&me);
         matches!(self.step(), Ok(Stepped::Ran | Stepped::Advanced))
     }
 
@@ -761,7 +851,12 @@ impl fmt::Debug for Simulation {
 /// Before panicking it runs the failing seed once more, to tell a
 /// deterministic failure (same error, same [trace](Simulation::trace_hash):
 /// replay it with `Simulation::new(seed)`) from a program that escapes the
-/// simulation (see the [module docs](self)).
+/// simulation (see the [module docs](self)). Errors are compared up to
+/// task ids, which are process-wide: a deadlock by its shape, a panic
+/// message up to its numbers.
+///
+/// Each seed's world is ended when its run is over, even if the program
+/// moved a clone of the [`Simulation`] into a task.
 ///
 /// # Panics
 ///
@@ -807,7 +902,11 @@ where
                     .to_owned(),
             )),
         };
-        (outcome, sim.trace_hash())
+        let trace = sim.trace_hash();
+        // Ended here, not when the last handle goes: the program may have
+        // moved one into a task that will never run again.
+        sim.shared.end();
+        (outcome, trace)
     };
     for seed in seeds {
         let (outcome, trace) = run(seed);
@@ -841,21 +940,39 @@ enum Failure {
 }
 
 impl Failure {
-    /// The same failure, as far as a replay can tell: task ids differ
-    /// between runs, so a deadlock is compared by its shape.
+    /// The same failure, as far as a replay can tell. Task ids are
+    /// process-wide and differ between runs, so a deadlock is compared by
+    /// its shape and a message up to its numbers (a nested `block_on`'s
+    /// deadlock panic carries a dump).
     fn same_as(&self, other: &Failure) -> bool {
         match (self, other) {
             (Failure::Sim(SimError::Deadlock(a)), Failure::Sim(SimError::Deadlock(b))) => {
                 a.tasks().len() == b.tasks().len() && a.deadlocks().len() == b.deadlocks().len()
             }
             (Failure::Sim(SimError::Panicked(a)), Failure::Sim(SimError::Panicked(b))) => {
-                a.message() == b.message()
+                a.message().map(numbers_masked) == b.message().map(numbers_masked)
             }
             (Failure::Sim(a), Failure::Sim(b)) => a.to_string() == b.to_string(),
-            (Failure::Program(a), Failure::Program(b)) => a == b,
+            (Failure::Program(a), Failure::Program(b)) => numbers_masked(a) == numbers_masked(b),
             _ => false,
         }
     }
+}
+
+/// `text` with each run of digits replaced by `#`.
+fn numbers_masked(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_number = false;
+    for c in text.chars() {
+        let digit = c.is_ascii_digit();
+        if !digit {
+            out.push(c);
+        } else if !in_number {
+            out.push('#');
+        }
+        in_number = digit;
+    }
+    out
 }
 
 impl fmt::Display for Failure {

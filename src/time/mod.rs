@@ -99,7 +99,6 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use self::clock::Clock;
-pub(crate) use self::clock::NEVER as NEVER_NANOS;
 use self::driver::Driver;
 use self::entry::{Action, Entry};
 use self::wheel::{Inserted, Wheel};
@@ -351,6 +350,16 @@ impl Timer {
             }
         }
         panic
+    }
+
+    /// Cancels every waiting timer: wakers are dropped unwoken and timed
+    /// tasks cancelled (a simulation's world has ended; its clock will not
+    /// move again).
+    pub(crate) fn clear(&self) {
+        for shard in self.inner().shards.iter() {
+            let actions = lock(shard).take_all();
+            drop(actions);
+        }
     }
 
     fn inner(&self) -> &Inner {

@@ -25,11 +25,17 @@
 //! 4. A slot being drained (the `cursor`) is finished before any other slot
 //!    is looked at, so draining may stop half-way (to bound the time the lock
 //!    is held) without reordering anything.
-//! 5. The wheel owns no entry. Whoever inserts one promises it stays in
+//! 5. A deadline of `NEVER` (what `Duration::MAX` saturates to) waits on a
+//!    list of its own, outside the levels: no slot ever comes due for it,
+//!    so [`Wheel::next_expiration`] does not report it (a simulation that
+//!    jumps to the next expiration would otherwise walk its clock to the
+//!    end), and it fires only when the clock reads `NEVER` itself.
+//! 6. The wheel owns no entry. Whoever inserts one promises it stays in
 //!    place until it is unlinked (see [`Wheel::insert`]); firing one ends
 //!    with the store of [`FIRED`], after which the wheel never touches it,
 //!    so its owner may free it once it reads that state.
 
+use super::clock::NEVER;
 use super::entry::{Action, Entry, FIRED, IDLE, LINKED};
 
 const LEVEL_BITS: u32 = 6;
@@ -38,6 +44,8 @@ const SLOTS: usize = 1 << LEVEL_BITS;
 const LEVELS: usize = 11;
 /// The list of entries that are due and not yet fired.
 const EXPIRED: u16 = (LEVELS * SLOTS) as u16;
+/// The list of entries due at `NEVER` (ground rule 5).
+const AT_NEVER: u16 = EXPIRED + 1;
 
 #[derive(Clone, Copy)]
 struct List {
@@ -58,13 +66,13 @@ pub(crate) struct Wheel {
     id: usize,
     elapsed: u64,
     occupied: [u64; LEVELS],
-    lists: Box<[List; LEVELS * SLOTS + 1]>,
+    lists: Box<[List; LEVELS * SLOTS + 2]>,
     cursor: Option<u16>,
     len: usize,
 }
 
 // SAFETY: the raw pointers point at linked entries, which stay alive while
-// linked (ground rule 5) and are `Send + Sync`; the wheel is only reached
+// linked (ground rule 6) and are `Send + Sync`; the wheel is only reached
 // through its shard's mutex.
 unsafe impl Send for Wheel {}
 
@@ -83,7 +91,7 @@ impl Wheel {
             id,
             elapsed: 0,
             occupied: [0; LEVELS],
-            lists: Box::new([List::EMPTY; LEVELS * SLOTS + 1]),
+            lists: Box::new([List::EMPTY; LEVELS * SLOTS + 2]),
             cursor: None,
             len: 0,
         }
@@ -199,7 +207,14 @@ impl Wheel {
                 }
                 _ => {
                     self.elapsed = self.elapsed.max(now);
-                    return false;
+                    if now < NEVER || self.lists[AT_NEVER as usize].head.is_null() {
+                        return false;
+                    }
+                    // The clock's very end: what waits for it is due, after
+                    // everything else (ground rule 5).
+                    while let Some(e) = self.pop_front(AT_NEVER) {
+                        self.push_back(EXPIRED, e);
+                    }
                 }
             }
         }
@@ -209,7 +224,7 @@ impl Wheel {
     fn fire(&mut self, e: *const Entry) -> Action {
         self.len -= 1;
         // SAFETY: `e` was linked until just now, under the lock we hold, so
-        // its owner has not freed it (ground rule 5).
+        // its owner has not freed it (ground rule 6).
         let entry = unsafe { &*e };
         // SAFETY: as above, we hold the shard lock.
         let action = unsafe { entry.core() }.action.take();
@@ -223,6 +238,9 @@ impl Wheel {
     fn location_for(&self, deadline: u64) -> u16 {
         if deadline <= self.elapsed {
             return EXPIRED;
+        }
+        if deadline == NEVER {
+            return AT_NEVER;
         }
         let masked = (self.elapsed ^ deadline) | (SLOTS as u64 - 1);
         let level = (63 - masked.leading_zeros()) / LEVEL_BITS;
@@ -267,7 +285,7 @@ impl Wheel {
             unsafe { (*tail).core() }.next = e;
         }
         list.tail = e;
-        if loc != EXPIRED {
+        if loc < EXPIRED {
             self.occupied[loc as usize / SLOTS] |= 1 << (loc as usize % SLOTS);
         }
     }
@@ -300,9 +318,29 @@ impl Wheel {
             // SAFETY: `next` is linked in the same list, so alive and ours.
             unsafe { (*next).core() }.prev = prev;
         }
-        if list.head.is_null() && loc != EXPIRED {
+        if list.head.is_null() && loc < EXPIRED {
             self.occupied[loc as usize / SLOTS] &= !(1 << (loc as usize % SLOTS));
         }
+    }
+}
+
+impl Wheel {
+    /// Unlinks every entry, as if each were removed, and hands back their
+    /// actions (to be dropped outside the lock, as in `remove`).
+    pub(crate) fn take_all(&mut self) -> Vec<Action> {
+        let mut actions = Vec::with_capacity(self.len);
+        for loc in 0..=AT_NEVER {
+            while let Some(e) = self.pop_front(loc) {
+                // SAFETY: it was linked until just now, so it is alive
+                // (ground rule 6), and we hold the shard lock.
+                let entry = unsafe { &*e };
+                // SAFETY: as above.
+                actions.extend(unsafe { entry.core() }.action.take());
+                entry.set_state(IDLE);
+            }
+        }
+        self.len = 0;
+        actions
     }
 }
 
@@ -311,18 +349,9 @@ impl Drop for Wheel {
     /// waiting on them never wake (they hold the timer, so there are none
     /// when a wheel is dropped), and timed tasks are cancelled.
     fn drop(&mut self) {
-        for loc in 0..=EXPIRED {
-            while let Some(e) = self.pop_front(loc) {
-                // SAFETY: it was linked until just now, so it is alive
-                // (ground rule 5); `&mut self` is exclusive access.
-                let entry = unsafe { &*e };
-                // SAFETY: exclusive access, as above.
-                let action = unsafe { entry.core() }.action.take();
-                entry.set_state(IDLE);
-                // Last: the action may own the entry (a timed task's does).
-                drop(action);
-            }
-        }
+        // Dropped after every entry is unlinked: an action may own its
+        // entry (a timed task's does).
+        drop(self.take_all());
     }
 }
 
@@ -375,7 +404,8 @@ mod tests {
         assert_eq!(w.location_for(1), 1);
         assert_eq!(w.location_for(63), 63);
         assert_eq!(w.location_for(64), SLOTS as u16 + 1);
-        assert_eq!(w.location_for(u64::MAX), (10 * SLOTS + 15) as u16);
+        assert_eq!(w.location_for(u64::MAX - 1), (10 * SLOTS + 15) as u16);
+        assert_eq!(w.location_for(u64::MAX), AT_NEVER);
     }
 
     #[test]
@@ -385,6 +415,32 @@ mod tests {
             let (fired, linked) = fire(&ds, 1 << 20, budget);
             assert_eq!(fired, vec![1, 5, 64, 65, 4096, 1 << 20]);
             assert_eq!(linked, 2);
+        }
+    }
+
+    #[test]
+    fn a_never_deadline_is_no_expiration_and_fires_last_at_the_end() {
+        let ds = [u64::MAX, 70, u64::MAX - 1];
+        let entries: Vec<_> = ds.iter().map(|_| Arc::new(Entry::new(0))).collect();
+        let mut w = Wheel::new(0);
+        for (e, &d) in entries.iter().zip(&ds) {
+            // SAFETY: as in `fire`.
+            let inserted = unsafe { w.insert(e, d, waker()) };
+            assert!(matches!(inserted, Inserted::Linked));
+        }
+        let mut out = Vec::new();
+        assert!(!w.poll(u64::MAX - 1, &mut out, usize::MAX));
+        assert_eq!(out.len(), 2);
+        assert_eq!(w.len(), 1);
+        assert_eq!(
+            w.next_expiration(),
+            None,
+            "nothing comes due before the end"
+        );
+        assert_eq!(entries[0].state(), LINKED);
+        for budget in [1, usize::MAX] {
+            let (fired, linked) = fire(&ds, u64::MAX, budget);
+            assert_eq!((fired, linked), (vec![70, u64::MAX - 1, u64::MAX], 0));
         }
     }
 

@@ -95,3 +95,23 @@ impl Drop for PanicsOnDrop {
         panic!("{TEST_PANIC}: drop");
     }
 }
+
+/// Two tasks on `ex` that lock two values in opposite orders, sleeping
+/// a millisecond in between: each ends up waiting for the other.
+#[allow(dead_code)] // used by some of the test binaries that include this
+pub fn crossed_locks(ex: &viaduct::Exec) -> [viaduct::JoinHandle<()>; 2] {
+    use viaduct::ExecutorExt;
+    let (a, b) = (
+        viaduct::Guarded::new(ex.clone(), 0),
+        viaduct::Guarded::new(ex.clone(), 0),
+    );
+    let lock_in_turn = |first: viaduct::Guarded<i32>, second: viaduct::Guarded<i32>| async move {
+        let _first = first.lock().await;
+        viaduct::time::sleep(Duration::from_millis(1)).await;
+        let _second = second.lock().await;
+    };
+    [
+        ex.spawn(lock_in_turn(a.clone(), b.clone())),
+        ex.spawn(lock_in_turn(b, a)),
+    ]
+}
