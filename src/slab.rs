@@ -42,6 +42,10 @@ impl<T> Slab<T> {
         self.slots.iter().flatten()
     }
 
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.iter_mut().flatten()
+    }
+
     pub(crate) fn into_values(self) -> impl Iterator<Item = T> {
         self.slots.into_iter().flatten()
     }

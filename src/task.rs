@@ -278,7 +278,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         // that stall on the narrow stores that had just written it.
         let outcome = match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Pending) => {
-                crate::watch::left_pending(info, polling.as_ref());
+                crate::watch::left_pending(info, polling.as_ref(), cx.waker());
                 return Poll::Pending;
             }
             Ok(Poll::Ready(Ok(v))) => Ok(Value {

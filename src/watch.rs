@@ -8,7 +8,9 @@
 //! - A task enters its worker's book only when a poll of it first returns
 //!   `Pending`: most tasks finish in their first poll and never do. It
 //!   leaves the book when its future is dropped, or its metadata (which
-//!   async-task may free without dropping the future).
+//!   async-task may free without dropping the future). A simulation's
+//!   books also keep a waker of each task, to cancel what is left when
+//!   the world ends.
 //! - What a task waits on is noted only when one of viaduct's futures
 //!   returns `Pending` in it on a pool worker, in a table sharded by task
 //!   id, and taken out when that future is ready or dropped.
@@ -21,6 +23,7 @@ use std::panic::Location;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
+use std::task::Waker;
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
@@ -114,7 +117,15 @@ impl Running {
 #[derive(Default)]
 pub(crate) struct WorkerBook {
     pub(crate) running: Running,
-    tasks: Mutex<Slab<TaskPtr>>,
+    tasks: Mutex<Slab<Entry>>,
+    /// Each task entering keeps a waker here too (a simulation's books).
+    keeps_wakers: bool,
+}
+
+/// A task in a book, and in a simulation's, a waker of it.
+struct Entry {
+    task: TaskPtr,
+    waker: Option<Waker>,
 }
 
 /// A booked task's metadata. Only read under its book's lock, which the
@@ -136,8 +147,37 @@ unsafe impl Send for TaskPtr {}
 pub(crate) struct Books(Box<[Arc<CachePadded<WorkerBook>>]>);
 
 impl Books {
-    pub(crate) fn new(workers: usize) -> Arc<Books> {
-        Arc::new(Books((0..workers).map(|_| Default::default()).collect()))
+    /// The books of `workers` workers; with `keep_wakers`, each keeps a
+    /// waker of every task in it, for [`abort_all`](Books::abort_all).
+    pub(crate) fn new(workers: usize, keep_wakers: bool) -> Arc<Books> {
+        let book = || {
+            Arc::new(CachePadded::new(WorkerBook {
+                keeps_wakers: keep_wakers,
+                ..Default::default()
+            }))
+        };
+        Arc::new(Books((0..workers).map(|_| book()).collect()))
+    }
+
+    /// Marks every task in these books that kept a waker aborted, and
+    /// hands the wakers back (each once, in task id order) to be woken
+    /// outside the locks: each task's next poll drops its future, or its
+    /// executor drops it, as `JoinHandle::abort` does.
+    pub(crate) fn abort_all(&self) -> Vec<(TaskId, Waker)> {
+        let mut all = Vec::new();
+        for book in self.workers() {
+            let mut tasks = lock_std(&book.tasks);
+            for entry in tasks.iter_mut() {
+                if let Some(waker) = entry.waker.take() {
+                    // SAFETY: the task is in the book, under its lock: alive.
+                    let info = unsafe { entry.task.0.as_ref() };
+                    info.aborted.store(true, Release);
+                    all.push((info.id, waker));
+                }
+            }
+        }
+        all.sort_unstable_by_key(|&(id, _)| id);
+        all
     }
 
     pub(crate) fn workers(&self) -> impl Iterator<Item = &WorkerBook> {
@@ -161,7 +201,7 @@ impl WorkerBook {
             .iter()
             .map(|t| {
                 // SAFETY: the task is in the book, under its lock: alive.
-                let info = unsafe { t.0.as_ref() };
+                let info = unsafe { t.task.0.as_ref() };
                 Booked {
                     id: info.id,
                     location: info.location,
@@ -194,7 +234,9 @@ impl BookingSlot {
     #[inline(never)]
     fn leave_book(slot: &mut Option<Booking>) {
         if let Some(b) = slot.take() {
-            lock_std(&b.book.tasks).remove(b.key);
+            let left = lock_std(&b.book.tasks).remove(b.key);
+            // Dropped unlocked: a waker's drop may run an executor's code.
+            drop(left);
         }
     }
 }
@@ -293,7 +335,7 @@ impl Drop for Polling {
 /// wake-up queues it again, which comes after this), and enters the book
 /// of the worker that polled it if it is in none.
 #[inline]
-pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>) {
+pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>, waker: &Waker) {
     info.state.store(WAITING, Relaxed);
     let Some(polling) = polling else { return };
     // SAFETY: whoever polls the task holds its runnable, as whoever drops
@@ -303,7 +345,11 @@ pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>) {
         return;
     }
     let here = polling.here();
-    let key = lock_std(&here.book.tasks).insert(TaskPtr(NonNull::from(info)));
+    let entry = Entry {
+        task: TaskPtr(NonNull::from(info)),
+        waker: here.book.keeps_wakers.then(|| waker.clone()),
+    };
+    let key = lock_std(&here.book.tasks).insert(entry);
     *booking = Some(Booking {
         book: here.book.clone(),
         key,

@@ -246,6 +246,24 @@ fn strand_types_tokens_sets_scopes_and_simulations_leave_the_heap_flat_over_ten_
             ));
             bump(ran)();
         });
+        // The same crossed locks on a strand over the world, their handles
+        // kept until after it ends.
+        check(
+            "a simulation dropped in a deadlock on a strand",
+            &pool,
+            |i, ran| {
+                let sim = Simulation::new(i as u64);
+                let strand = viaduct::Exec::new(Strand::new(sim.executor()));
+                let handles = crossed_locks(&strand);
+                let outcome = sim.block_on(std::future::pending::<()>());
+                assert!(matches!(outcome, Err(viaduct::sim::SimError::Deadlock(_))));
+                drop(sim);
+                for h in handles {
+                    assert!(block_on(h).unwrap_err().is_cancelled());
+                }
+                bump(ran)();
+            },
+        );
         // `check` ends each world, even one a task holds a handle of.
         check(
             "a simulation a task holds, run by check",

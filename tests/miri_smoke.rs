@@ -1,6 +1,7 @@
 //! Small end-to-end runs through every path that has `unsafe` code (task
 //! metadata and projection, the pool's worker context and stack jobs, the
-//! strand's intrusive queue and lock hand-off, the timer wheel), sized so
+//! strand's intrusive queue and lock hand-off, the timer wheel, the
+//! simulation's world and its end), sized so
 //! that `cargo +nightly miri test --test miri_smoke` finishes in minutes.
 //! Run by `cargo test` too, as ordinary tests.
 
@@ -238,4 +239,39 @@ fn scopes_borrow_and_end_before_returning() {
         drop(wake);
         assert!(block_on(h).unwrap_err().is_cancelled());
     });
+}
+
+#[test]
+fn a_simulation_run_and_ended_with_tasks_waiting() {
+    use viaduct::sim::Simulation;
+    for seed in 0..2 {
+        let sim = Simulation::new(seed).workers(2);
+        let ex = sim.executor();
+        let strand = Strand::new(ex.clone());
+        let got = sim.block_on(async move {
+            let a = ex.spawn(async {
+                viaduct::time::sleep(Duration::from_millis(1)).await;
+                1
+            });
+            let g = Guarded::new(ex.clone(), 0);
+            let g2 = g.clone();
+            let c = strand.spawn(async move { g2.with(|v| *v += 1).await.unwrap() });
+            // Detached: parked, then finished.
+            drop(ex.spawn(viaduct::time::sleep(Duration::from_millis(2))));
+            c.await.unwrap();
+            a.await.unwrap() + g.with(|v| *v).await.unwrap()
+        });
+        assert_eq!(got.unwrap(), 2);
+        // Ended with tasks waiting on nothing, on the clock, on a strand.
+        let ex = sim.executor();
+        let strand = Strand::new(ex.clone());
+        let h = ex.spawn(futures::future::pending::<()>());
+        let on_strand = strand.spawn(futures::future::pending::<()>());
+        let asleep = ex.spawn(async { viaduct::time::sleep(Duration::MAX).await });
+        assert!(sim.block_on(futures::future::pending::<()>()).is_err());
+        drop(sim);
+        for h in [h, on_strand, asleep] {
+            assert!(block_on(h).unwrap_err().is_cancelled());
+        }
+    }
 }

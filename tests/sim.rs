@@ -576,11 +576,9 @@ fn a_dropped_simulation_ends_what_it_holds_without_running_out_its_clock() {
             "the clock stays"
         );
         assert_eq!(timer.pending(), 0, "every timer is cancelled");
-        // The job is `Inline`'s, not the world's: it waits on a clock that
-        // will not move again, and stops when told.
+        // It ran in the world (where its timer fired): it ends with it.
         assert_eq!(job.runs(), 10);
-        assert!(!job.is_finished());
-        assert!(job.cancel());
+        assert!(job.is_finished());
         assert!(viaduct::block_on(job).is_cancelled());
 
         // Two tasks deadlocked on each other's locks, their handles kept
@@ -656,5 +654,146 @@ fn a_dump_reads_timers_by_the_simulated_clock() {
             dump.to_string().contains("timer due in 3600000 ms"),
             "{dump}"
         );
+    });
+}
+
+#[test]
+fn ending_a_world_cancels_the_tasks_of_executors_over_it_too() {
+    within("end layered", || {
+        // Crossed locks on a strand over the simulated pool, and a task of
+        // a priority executor over it that waits on nothing.
+        let sim = Simulation::new(15);
+        let strand = Strand::new(sim.executor());
+        let prio = PriorityExecutor::new(sim.executor());
+        let s = strand.clone();
+        let (crossed, stuck) = sim
+            .block_on(async move {
+                let crossed = crossed_locks(&viaduct::Exec::new(s));
+                let stuck = prio.spawn_with(1, std::future::pending::<()>());
+                (crossed, (stuck,))
+            })
+            .unwrap();
+        let outcome = sim.block_on(std::future::pending::<()>());
+        assert!(matches!(outcome, Err(SimError::Deadlock(_))), "{outcome:?}");
+        drop(sim);
+        for h in crossed {
+            assert!(viaduct::block_on(h).unwrap_err().is_cancelled());
+        }
+        assert!(viaduct::block_on(stuck.0).unwrap_err().is_cancelled());
+    });
+}
+
+#[test]
+fn drops_that_wait_while_a_world_ends_neither_hang_nor_move_its_clock() {
+    quiet_test_panics();
+    within("end waits", || {
+        struct WaitsWhenDropped(Duration);
+        impl Drop for WaitsWhenDropped {
+            fn drop(&mut self) {
+                if self.0 == Duration::MAX {
+                    viaduct::block_on(std::future::pending::<()>());
+                } else {
+                    viaduct::block_on(viaduct::time::sleep(self.0));
+                }
+            }
+        }
+        let sim = Simulation::new(16);
+        let timer = sim.timer();
+        let (job,) = sim
+            .block_on(async { (viaduct::Inline.execute_every(Duration::from_millis(1), || ()),) })
+            .unwrap();
+        let ex = sim.executor();
+        let waiters: Vec<_> = [Duration::from_secs(3600), Duration::MAX]
+            .into_iter()
+            .map(|d| {
+                ex.spawn(async move {
+                    let _w = WaitsWhenDropped(d);
+                    std::future::pending::<()>().await
+                })
+            })
+            .collect();
+        sim.block_on(async { viaduct::coop::consume_budget().await })
+            .unwrap();
+        let (start, runs) = (timer.now(), job.runs());
+        drop(sim); // the drops find nothing to wait for: they panic, caught
+        assert_eq!(timer.now(), start, "the clock stays");
+        assert_eq!(job.runs(), runs);
+        for w in waiters {
+            assert!(viaduct::block_on(w).unwrap_err().is_cancelled());
+        }
+        assert!(viaduct::block_on(job).is_cancelled());
+    });
+}
+
+#[test]
+fn the_step_limit_holds_for_work_run_by_hand() {
+    quiet_test_panics();
+    within("try_run_one limit", || {
+        let sim = Simulation::new(17).max_steps(1_000);
+        let ex = sim.executor();
+        let _ticks = ex.spawn(async {
+            loop {
+                viaduct::time::sleep(Duration::from_secs(1)).await
+            }
+        });
+        let blocked = ex.spawn(async { viaduct::block_on(std::future::pending::<()>()) });
+        for _ in 0..20 {
+            if blocked.is_finished() {
+                break;
+            }
+            assert!(ex.try_run_one());
+        }
+        let Err(TaskError::Panicked(p)) = viaduct::block_on(blocked) else {
+            panic!("the blocked task ends")
+        };
+        assert!(
+            p.message().unwrap().contains("step limit"),
+            "{:?}",
+            p.message()
+        );
+    });
+}
+
+#[test]
+fn a_world_ending_as_its_thread_exits_or_while_its_timers_fire_ends_cleanly() {
+    within("end edges", || {
+        // Kept in a thread-local: it ends while the thread's locals are
+        // being destroyed.
+        thread_local! {
+            static KEPT: std::cell::RefCell<Option<Simulation>> = const { std::cell::RefCell::new(None) };
+        }
+        std::thread::spawn(|| {
+            let sim = Simulation::new(18);
+            drop(sim.executor().spawn(std::future::pending::<()>()));
+            sim.block_on(async {}).unwrap();
+            KEPT.with(|k| *k.borrow_mut() = Some(sim));
+        })
+        .join()
+        .expect("the thread exits cleanly");
+
+        // The last handle dropped by a job as it fires, next to another
+        // job due at the same instant: nothing fires or is set after.
+        let sim = Simulation::new(19);
+        let (timer, ex) = (sim.timer(), sim.executor());
+        let slot = Arc::new(Mutex::new(None::<Simulation>));
+        let s = slot.clone();
+        let jobs = sim
+            .block_on(async move {
+                let a = viaduct::Inline.execute_every(Duration::from_millis(1), || ());
+                let b = viaduct::Inline.execute_every(Duration::from_millis(1), move || {
+                    s.lock().unwrap().take();
+                });
+                (a, b)
+            })
+            .unwrap();
+        *slot.lock().unwrap() = Some(sim);
+        drop(jobs);
+        let mut steps = 0;
+        while ex.try_run_one() {
+            steps += 1;
+            assert!(steps < 100, "the world never ended");
+        }
+        assert!(slot.lock().unwrap().is_none());
+        assert_eq!(timer.pending(), 0);
     });
 }

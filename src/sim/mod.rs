@@ -92,15 +92,13 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use self::world::World;
 use crate::dump::TaskDump;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
-use crate::executor::{
-    adopt, Admission, Exec, Executor, Internal, Sink, TaskInfo, Tracker, TrackerHeader,
-};
+use crate::executor::{adopt, Admission, Exec, Executor, Internal, Sink, Tracker, TrackerHeader};
 use crate::spawn::ExecutorExt;
 use crate::time::Timer;
 use crate::watch::{Books, Here};
@@ -114,13 +112,16 @@ pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
 /// that makes every choice, all driven on the calling thread.
 ///
 /// A cheap handle: clones share the world. When the last one is dropped,
-/// the world ends: every task spawned on it that has not finished is
-/// dropped, queued or waiting on anything (its handle says
+/// the world ends: every task in it that has not finished is dropped,
+/// queued or waiting on anything (its handle says
 /// [`TaskError::Cancelled`]), every timer of its clock is cancelled, and
-/// the clock stays where it is. Tasks of other executors waiting on its
-/// clock (an [`Inline`](crate::Inline) job, say) are not the world's: a
-/// detached one is dropped; one you hold a handle of waits on a clock
-/// that will not move, until you abort it.
+/// the clock stays where it is. The world's tasks are those spawned on
+/// its executor or on executors over it (strands, `Guarded`,
+/// [`PriorityExecutor`](crate::PriorityExecutor)), and
+/// [`Inline`](crate::Inline) work that ran in it. A task of a real
+/// executor waiting on its clock is not: its timer is cancelled, so a
+/// detached one is dropped, and one you hold a handle of waits until you
+/// abort it.
 ///
 /// Inside the world's tasks, use [`executor`](Simulation::executor) and
 /// [`timer`](Simulation::timer) rather than a clone of the handle: a
@@ -232,18 +233,24 @@ thread_local! {
 
 /// The running simulation's executor, on its thread.
 pub(crate) fn active_exec() -> Option<Exec> {
-    ACTIVE.with(|a| a.borrow().clone().map(|s| Exec(s)))
+    ACTIVE
+        .try_with(|a| a.borrow().clone().map(|s| Exec(s)))
+        .ok()
+        .flatten()
 }
 
 /// The running simulation's clock, on its thread.
 pub(crate) fn active_timer() -> Option<Timer> {
-    ACTIVE.with(|a| a.borrow().as_ref().map(|s| s.timer.clone()))
+    ACTIVE
+        .try_with(|a| a.borrow().as_ref().map(|s| s.timer.clone()))
+        .ok()
+        .flatten()
 }
 
 /// Inside a simulation, [`crate::block_on`] of `fut`: the simulation runs
 /// while `fut` waits. `Err(fut)` outside any simulation.
 pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
-    let Some(shared) = ACTIVE.with(|a| a.borrow().clone()) else {
+    let Some(shared) = ACTIVE.try_with(|a| a.borrow().clone()).ok().flatten() else {
         return Err(fut);
     };
     Ok(crate::signal::poll_to_end(
@@ -267,21 +274,23 @@ pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
     ))
 }
 
-/// Makes `shared` the running simulation on this thread until dropped.
-struct Active(Option<Arc<Shared>>);
+/// Makes `shared` the running simulation on this thread until dropped;
+/// does nothing once the thread's locals are being destroyed (a world
+/// kept in a thread-local may end then).
+struct Active(Option<Option<Arc<Shared>>>);
 
 impl Active {
     fn enter(shared: &Arc<Shared>) -> Active {
-        Active(ACTIVE.with(|a| a.replace(Some(shared.clone()))))
+        Active(ACTIVE.try_with(|a| a.replace(Some(shared.clone()))).ok())
     }
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        let prev = self.0.take();
+        let Some(prev) = self.0.take() else { return };
         // Dropped after the slot is let go: the last reference to a world
         // ends it, which runs drops that may look the slot up.
-        let left = ACTIVE.with(|a| a.replace(prev));
+        let left = ACTIVE.try_with(|a| a.replace(prev));
         drop(left);
     }
 }
@@ -344,7 +353,7 @@ impl Simulation {
     }
 
     fn build(seed: u64, workers: usize, max_steps: u64) -> Simulation {
-        let books = Books::new(workers);
+        let books = Books::new(workers, true);
         let heres = (0..workers).map(|i| Here::new(&books, i)).collect();
         let shared = Arc::new_cyclic(|me| Shared {
             tracker: TrackerHeader::of::<Shared>(),
@@ -635,20 +644,18 @@ impl Shared {
     fn step(&self) -> Result<Stepped, SimError> {
         let picked = {
             let mut world = self.world();
+            if world.orphaned {
+                // Ended: nothing runs, and the clock stays (a `Drop` that
+                // blocks during the end finds nothing to wait for).
+                return Ok(Stepped::Idle);
+            }
             if world.steps >= world.limit {
                 let steps = self.max_steps.load(Relaxed);
                 return Err(SimError::StepLimit { steps });
             }
             world.pick().map(|(worker, runnable, source)| {
                 world.steps += 1;
-                let info = runnable.metadata();
-                // Queued again: no longer parked. Its waker serves again
-                // below.
-                let waker = match world.parked.is_empty() {
-                    true => None,
-                    false => world.parked.remove(&info.id.as_u64()),
-                };
-                let at = info.location;
+                let at = runnable.metadata().location;
                 world.record(&[
                     worker as u64,
                     source as u64,
@@ -662,22 +669,13 @@ impl Shared {
                 } else {
                     crate::coop::BUDGET
                 };
-                (worker, runnable, budget, waker)
+                (worker, runnable, budget)
             })
         };
-        if let Some((worker, runnable, budget, waker)) = picked {
-            let waker = waker.unwrap_or_else(|| runnable.waker());
-            let info: *const TaskInfo = runnable.metadata();
-            {
-                let _on = OnWorker(WORKER.with(|w| w.replace((self as *const Shared, worker))));
-                let _here = crate::watch::enter_worker(&self.heres[worker]);
-                crate::coop::with_fresh_budget(budget, || runnable.run());
-            }
-            // SAFETY: `info` points into the task's allocation, which
-            // `waker` keeps alive (a waker's promise, as in the task's
-            // schedule function), even if the poll ended the task.
-            let info = unsafe { &*info };
-            self.park(info, waker);
+        if let Some((worker, runnable, budget)) = picked {
+            let _on = OnWorker(WORKER.with(|w| w.replace((self as *const Shared, worker))));
+            let _here = crate::watch::enter_worker(&self.heres[worker]);
+            crate::coop::with_fresh_budget(budget, || runnable.run());
             return Ok(Stepped::Ran);
         }
         let Some(at) = self.timer.next_expiration() else {
@@ -691,6 +689,11 @@ impl Shared {
             world.steps += 1;
             world.record(&[at]);
         }
+        // What runs where it fires (`Inline` work) runs in the world, as
+        // if on its first worker: it is booked there, so dumps list it
+        // and the end of the world cancels it. Wakes still come from
+        // outside (the global queue), as from a real pool's timer thread.
+        let _here = crate::watch::enter_worker(&self.heres[0]);
         let panic = self
             .timer
             .advance_to_shuffled(at, &mut |n| self.world().rng.below(n));
@@ -698,24 +701,6 @@ impl Shared {
             Some(p) => Err(SimError::Panicked(Panic::new(p))),
             None => Ok(Stepped::Advanced),
         }
-    }
-
-    /// After a poll of `info`'s task: if it waits now, notes its `waker`,
-    /// for [`end`](Shared::end) to cancel it; a task ended since is
-    /// cancelled at once.
-    fn park(&self, info: &TaskInfo, waker: Waker) {
-        if info.state.load(Relaxed) != crate::watch::WAITING || info.done.load(Acquire) {
-            return; // queued again, finished, or cancelled: the waker goes
-        }
-        let mut world = self.world();
-        if world.orphaned {
-            drop(world);
-            waker.wake(); // queued on an ended world: dropped
-            return;
-        }
-        let stale = world.parked.insert(info.id.as_u64(), waker);
-        drop(world);
-        drop(stale);
     }
 
     /// Counts a task in, unless the simulation's executor is closed.
@@ -729,27 +714,31 @@ impl Shared {
         Ok(Admission::counted(unsafe { Sink::new(&self.me) }))
     }
 
-    /// Nobody will run the world again: every task in it is cancelled
-    /// (queued ones dropped, waiting ones woken into a world that drops
-    /// what it is given), and so is every timer; the clock stays where it
-    /// is. Ending an ended world does nothing more.
+    /// Nobody will run the world again: every task in it is cancelled,
+    /// and so is every timer; the clock stays where it is. Queued tasks
+    /// are dropped. Every task that ever waited on a virtual worker is in
+    /// its book, with a waker (the simulated pool's, those of strands and
+    /// priority executors over it, `Inline` work run there): each is
+    /// aborted, in task id order, and so dropped by the world (which
+    /// drops whatever is scheduled on it now), by the executor over it
+    /// that the world refuses, or at its next poll. Ending an ended world
+    /// does nothing more.
     fn end(&self) {
         self.closed.store(true, SeqCst);
-        let (queued, parked) = {
+        let queued = {
             let mut world = self.world();
             world.orphaned = true;
-            (world.drain(), std::mem::take(&mut world.parked))
+            world.drain()
         };
         // Still this world's thread: what the drops spawn or time comes
         // here and is refused, rather than escaping to a real pool.
         let _active = self.me.upgrade().map(|me| Active::enter(&me));
+        // First, so no timer fires or is set while tasks are dropped.
+        self.timer.stop();
         drop(queued);
-        let mut parked: Vec<(u64, Waker)> = parked.into_iter().collect();
-        parked.sort_unstable_by_key(|&(id, _)| id);
-        for (_, waker) in parked {
+        for (_, waker) in self.books.abort_all() {
             waker.wake();
         }
-        self.timer.clear();
     }
 }
 
@@ -799,6 +788,7 @@ impl Executor for Shared {
             return false;
         };
         let _active = Active::enter(&me);
+        let _limit = Limit::start(self);
         matches!(self.step(), Ok(Stepped::Ran | Stepped::Advanced))
     }
 

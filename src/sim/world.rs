@@ -8,9 +8,7 @@
 //! (outside work before the local queue, the queue before the slot), since
 //! code that is correct on any executor must not depend on them.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
-use std::task::Waker;
+use std::collections::VecDeque;
 
 use crate::executor::Runnable;
 
@@ -77,11 +75,6 @@ pub(super) struct World {
     pub(super) steps: u64,
     /// The step count at which the `block_on` running now stops.
     pub(super) limit: u64,
-    /// A waker of each task of the world that waits (its last poll left it
-    /// `Pending` and nothing has queued it since), by task id: what ending
-    /// the world cancels. A waiting task is reachable from nowhere else
-    /// (its wakers may sit in other waiting tasks, a cycle).
-    pub(super) parked: HashMap<u64, Waker, BuildHasherDefault<IdHasher>>,
     /// No simulation handle is left: tasks scheduled now are dropped
     /// (cancelled), since nobody will ever run them.
     pub(super) orphaned: bool,
@@ -96,7 +89,6 @@ impl World {
             trace: 0xcbf2_9ce4_8422_2325,
             steps: 0,
             limit: u64::MAX,
-            parked: HashMap::default(),
             orphaned: false,
         }
     }
@@ -203,27 +195,6 @@ impl World {
             all.extend(w.queue.drain(..));
         }
         all
-    }
-}
-
-/// Hashes task ids, which are distinct and count up: one multiply spreads
-/// them, and the same ids give the same order of `parked` in every run.
-#[derive(Default)]
-pub(super) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0 ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 

@@ -102,7 +102,7 @@ use self::clock::Clock;
 use self::driver::Driver;
 use self::entry::{Action, Entry};
 use self::wheel::{Inserted, Wheel};
-use crate::loom::{lock, Mutex};
+use crate::loom::{lock, AtomicBool, Mutex, Ordering};
 
 pub use self::interval::{Interval, MissedTickBehavior, Tick};
 pub use self::periodic::{Pacing, Periodic};
@@ -163,6 +163,10 @@ pub(crate) struct Inner {
     driver: Option<Driver>,
     /// Serialises `advance` on a manual timer, so timers fire in order.
     advancing: Mutex<()>,
+    /// Stopped for good (a simulation's world has ended): nothing fires,
+    /// and a timer set now is cancelled at once. Read under a shard lock
+    /// by inserts, so none slips past [`Timer::stop`].
+    stopped: AtomicBool,
 }
 
 static GLOBAL: OnceLock<Inner> = OnceLock::new();
@@ -197,6 +201,7 @@ impl Inner {
                 .collect(),
             driver,
             advancing: Mutex::new(()),
+            stopped: AtomicBool::new(false),
         }
     }
 
@@ -345,6 +350,12 @@ impl Timer {
         }
         let mut panic = None;
         for action in due {
+            // What fired before may have ended the world: the rest is
+            // cancelled, as `stop` cancels what waits.
+            if inner.stopped.load(Ordering::SeqCst) {
+                drop(action);
+                continue;
+            }
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| action.fire())) {
                 panic.get_or_insert(p);
             }
@@ -352,11 +363,14 @@ impl Timer {
         panic
     }
 
-    /// Cancels every waiting timer: wakers are dropped unwoken and timed
-    /// tasks cancelled (a simulation's world has ended; its clock will not
-    /// move again).
-    pub(crate) fn clear(&self) {
-        for shard in self.inner().shards.iter() {
+    /// Stops the timer for good (a simulation's world has ended; its
+    /// clock will not move again): every waiting timer is cancelled, and
+    /// so is every timer set from now on. Wakers are dropped unwoken;
+    /// timed tasks are cancelled.
+    pub(crate) fn stop(&self) {
+        let inner = self.inner();
+        inner.stopped.store(true, Ordering::SeqCst);
+        for shard in inner.shards.iter() {
             let actions = lock(shard).take_all();
             drop(actions);
         }
@@ -594,6 +608,9 @@ impl Timer {
     unsafe fn insert(&self, entry: &Entry, deadline: u64, action: Action) -> Inserted {
         let inner = self.inner();
         let mut wheel = lock(&inner.shards[entry.shard()]);
+        if inner.stopped.load(Ordering::SeqCst) {
+            return Inserted::Stopped(action);
+        }
         // SAFETY: the caller's promise; `entry.shard()` picked this wheel.
         let inserted = unsafe { wheel.insert(entry, deadline, action) };
         drop(wheel);

@@ -264,6 +264,7 @@ impl Timer {
         match unsafe { self.insert(&job.entry, deadline, Action::Run(runnable)) } {
             Inserted::Linked => {}
             Inserted::Due(action) => action.fire(),
+            Inserted::Stopped(action) => drop(action), // the task is cancelled
         }
         (join, job)
     }

@@ -180,10 +180,11 @@ impl Future for Sleep {
 impl Sleep {
     fn poll_elapsed(&self, cx: &mut Context<'_>) -> Poll<()> {
         match self.entry.state() {
-            // Only `cancel` unlinks an entry without firing it, and it
-            // leaves it IDLE: an entry that is no longer linked has fired.
             LINKED if self.timer.update_waker(&self.entry, cx.waker()) => Poll::Pending,
-            LINKED | FIRED => Poll::Ready(()),
+            // No longer linked: it fired, or the timer stopped, which
+            // unlinks it IDLE (read again: `update_waker` took the lock
+            // after the stop). `cancel` is ours, never concurrent.
+            LINKED | FIRED if self.entry.state() == FIRED => Poll::Ready(()),
             _ if self.deadline <= self.seen => Poll::Ready(()),
             _ => {
                 let action = Action::Wake(cx.waker().clone());
@@ -193,6 +194,8 @@ impl Sleep {
                 match unsafe { self.timer.insert(&self.entry, self.deadline, action) } {
                     Inserted::Linked => Poll::Pending,
                     Inserted::Due(_) => Poll::Ready(()),
+                    // Never fires: the clock will not move again.
+                    Inserted::Stopped(_) => Poll::Pending,
                 }
             }
         }

@@ -83,6 +83,9 @@ pub(crate) enum Inserted {
     Linked,
     /// The deadline has passed already: here is the action back, fire it.
     Due(Action),
+    /// The timer has stopped for good (see `Timer::stop`): here is the
+    /// action back, to drop; it will never fire.
+    Stopped(Action),
 }
 
 impl Wheel {
