@@ -467,6 +467,13 @@ impl Admission {
     /// Counted by nobody (yet).
     pub(crate) const UNCOUNTED: Admission = Admission(None);
 
+    /// Whether the tracker whose header is at address `header` counts it.
+    pub(crate) fn counted_by(&self, header: usize) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|sink| sink.0.as_ptr() as usize == header)
+    }
+
     /// Counted by `tracker`.
     pub(crate) fn counted(tracker: Sink) -> Admission {
         Admission(Some(tracker))

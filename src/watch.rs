@@ -118,8 +118,12 @@ impl Running {
 pub(crate) struct WorkerBook {
     pub(crate) running: Running,
     tasks: Mutex<Slab<Entry>>,
-    /// Each task entering keeps a waker here too (a simulation's books).
-    keeps_wakers: bool,
+    /// In a simulation's books, the address of its tracker header: a task
+    /// it counts keeps a waker here too, for the end of the world.
+    world: usize,
+    /// The world has ended (written under the `tasks` lock): its tasks
+    /// entering now are aborted instead.
+    ended: std::sync::atomic::AtomicBool,
 }
 
 /// A task in a book, and in a simulation's, a waker of it.
@@ -147,26 +151,29 @@ unsafe impl Send for TaskPtr {}
 pub(crate) struct Books(Box<[Arc<CachePadded<WorkerBook>>]>);
 
 impl Books {
-    /// The books of `workers` workers; with `keep_wakers`, each keeps a
-    /// waker of every task in it, for [`abort_all`](Books::abort_all).
-    pub(crate) fn new(workers: usize, keep_wakers: bool) -> Arc<Books> {
+    /// The books of `workers` workers. A simulation's pass the address
+    /// of its tracker header as `world` (0 otherwise): each task it
+    /// counts keeps a waker in them, for [`abort_all`](Books::abort_all).
+    pub(crate) fn new(workers: usize, world: usize) -> Arc<Books> {
         let book = || {
             Arc::new(CachePadded::new(WorkerBook {
-                keeps_wakers: keep_wakers,
+                world,
                 ..Default::default()
             }))
         };
         Arc::new(Books((0..workers).map(|_| book()).collect()))
     }
 
-    /// Marks every task in these books that kept a waker aborted, and
-    /// hands the wakers back (each once, in task id order) to be woken
-    /// outside the locks: each task's next poll drops its future, or its
-    /// executor drops it, as `JoinHandle::abort` does.
+    /// The world has ended: marks every task in these books that kept a
+    /// waker aborted, and hands the wakers back (each once, in task id
+    /// order) to be woken outside the locks: each task's next poll drops
+    /// its future, or its executor drops it, as `JoinHandle::abort` does.
+    /// The world's tasks that wait from now on are aborted as they do.
     pub(crate) fn abort_all(&self) -> Vec<(TaskId, Waker)> {
         let mut all = Vec::new();
         for book in self.workers() {
             let mut tasks = lock_std(&book.tasks);
+            book.ended.store(true, Relaxed);
             for entry in tasks.iter_mut() {
                 if let Some(waker) = entry.waker.take() {
                     // SAFETY: the task is in the book, under its lock: alive.
@@ -345,11 +352,23 @@ pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>, waker: &W
         return;
     }
     let here = polling.here();
-    let entry = Entry {
+    let book = &here.book;
+    // SAFETY: the poller holds the runnable (see `TaskInfo::admission`).
+    let worlds = book.world != 0 && unsafe { info.admission() }.counted_by(book.world);
+    let mut tasks = lock_std(&book.tasks);
+    if worlds && book.ended.load(Relaxed) {
+        // First waits after its world ended (in a drop the end ran, or
+        // the poll the last handle went in): aborted, as the rest were.
+        drop(tasks);
+        info.aborted.store(true, Release);
+        waker.wake_by_ref();
+        return;
+    }
+    let key = tasks.insert(Entry {
         task: TaskPtr(NonNull::from(info)),
-        waker: here.book.keeps_wakers.then(|| waker.clone()),
-    };
-    let key = lock_std(&here.book.tasks).insert(entry);
+        waker: worlds.then(|| waker.clone()),
+    });
+    drop(tasks);
     *booking = Some(Booking {
         book: here.book.clone(),
         key,

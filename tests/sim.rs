@@ -576,9 +576,11 @@ fn a_dropped_simulation_ends_what_it_holds_without_running_out_its_clock() {
             "the clock stays"
         );
         assert_eq!(timer.pending(), 0, "every timer is cancelled");
-        // It ran in the world (where its timer fired): it ends with it.
+        // The job is `Inline`'s, not the world's: it waits on a clock that
+        // will not move again, and stops when told.
         assert_eq!(job.runs(), 10);
-        assert!(job.is_finished());
+        assert!(!job.is_finished());
+        assert!(job.cancel());
         assert!(viaduct::block_on(job).is_cancelled());
 
         // Two tasks deadlocked on each other's locks, their handles kept
@@ -721,6 +723,7 @@ fn drops_that_wait_while_a_world_ends_neither_hang_nor_move_its_clock() {
         for w in waiters {
             assert!(viaduct::block_on(w).unwrap_err().is_cancelled());
         }
+        job.cancel(); // if the end's panicking drops have not ended it
         assert!(viaduct::block_on(job).is_cancelled());
     });
 }
@@ -795,5 +798,36 @@ fn a_world_ending_as_its_thread_exits_or_while_its_timers_fire_ends_cleanly() {
         }
         assert!(slot.lock().unwrap().is_none());
         assert_eq!(timer.pending(), 0);
+    });
+}
+
+#[test]
+fn the_end_of_a_world_leaves_other_executors_tasks_alone_and_catches_late_waiters() {
+    within("end scope", || {
+        // A task of a manual executor run by hand inside the world.
+        let manual = viaduct::ManualExecutor::new();
+        let (tx, rx) = futures::channel::oneshot::channel::<u32>();
+        let task = manual.spawn(async move { rx.await.unwrap() });
+        let sim = Simulation::new(20);
+        let m = manual.clone();
+        sim.block_on(async move { assert!(m.run_at_most_one()) })
+            .unwrap();
+        drop(sim);
+        tx.send(7).unwrap();
+        while manual.run_at_most_one() {}
+        assert_eq!(viaduct::block_on(task).unwrap(), 7);
+
+        // A task of the world that first waits after the world ended (in
+        // the poll that dropped the last handle).
+        let sim = Simulation::new(21);
+        let ex = sim.executor();
+        let last = sim.clone();
+        drop(sim);
+        let late = ex.spawn(async move {
+            drop(last);
+            std::future::pending::<()>().await
+        });
+        assert!(ex.try_run_one());
+        assert!(viaduct::block_on(late).unwrap_err().is_cancelled());
     });
 }

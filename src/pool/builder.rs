@@ -403,7 +403,7 @@ impl Builder {
             on_start: self.on_start,
             on_stop: self.on_stop,
             on_panic: self.on_panic,
-            books: crate::watch::Books::new(n, false),
+            books: crate::watch::Books::new(n, 0),
             watcher: Default::default(),
         });
         let pool = ThreadPool { shared };

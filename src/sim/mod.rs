@@ -117,11 +117,10 @@ pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
 /// [`TaskError::Cancelled`]), every timer of its clock is cancelled, and
 /// the clock stays where it is. The world's tasks are those spawned on
 /// its executor or on executors over it (strands, `Guarded`,
-/// [`PriorityExecutor`](crate::PriorityExecutor)), and
-/// [`Inline`](crate::Inline) work that ran in it. A task of a real
-/// executor waiting on its clock is not: its timer is cancelled, so a
-/// detached one is dropped, and one you hold a handle of waits until you
-/// abort it.
+/// [`PriorityExecutor`](crate::PriorityExecutor)). Others waiting on its
+/// clock (an [`Inline`](crate::Inline) job, a task of a real pool) are
+/// not: their timers are cancelled, so a detached one is dropped, and one
+/// you hold a handle of waits until you abort it.
 ///
 /// Inside the world's tasks, use [`executor`](Simulation::executor) and
 /// [`timer`](Simulation::timer) rather than a clone of the handle: a
@@ -353,21 +352,26 @@ impl Simulation {
     }
 
     fn build(seed: u64, workers: usize, max_steps: u64) -> Simulation {
-        let books = Books::new(workers, true);
-        let heres = (0..workers).map(|i| Here::new(&books, i)).collect();
-        let shared = Arc::new_cyclic(|me| Shared {
-            tracker: TrackerHeader::of::<Shared>(),
-            me: me.clone(),
-            seed,
-            world: Mutex::new(World::new(seed, workers)),
-            timer: Timer::manual(),
-            books,
-            heres,
-            live: AtomicU64::new(0),
-            panics: Mutex::new(Vec::new()),
-            max_steps: AtomicU64::new(max_steps),
-            closed: AtomicBool::new(false),
-            handles: AtomicUsize::new(1),
+        let shared = Arc::new_cyclic(|me: &Weak<Shared>| {
+            // Where its sinks will point: the books keep a waker of each
+            // task counted here.
+            let header = me.as_ptr() as usize + <Shared as Tracker>::HEADER;
+            let books = Books::new(workers, header);
+            let heres = (0..workers).map(|i| Here::new(&books, i)).collect();
+            Shared {
+                tracker: TrackerHeader::of::<Shared>(),
+                me: me.clone(),
+                seed,
+                world: Mutex::new(World::new(seed, workers)),
+                timer: Timer::manual(),
+                books,
+                heres,
+                live: AtomicU64::new(0),
+                panics: Mutex::new(Vec::new()),
+                max_steps: AtomicU64::new(max_steps),
+                closed: AtomicBool::new(false),
+                handles: AtomicUsize::new(1),
+            }
         });
         Simulation { shared }
     }
@@ -689,11 +693,6 @@ impl Shared {
             world.steps += 1;
             world.record(&[at]);
         }
-        // What runs where it fires (`Inline` work) runs in the world, as
-        // if on its first worker: it is booked there, so dumps list it
-        // and the end of the world cancels it. Wakes still come from
-        // outside (the global queue), as from a real pool's timer thread.
-        let _here = crate::watch::enter_worker(&self.heres[0]);
         let panic = self
             .timer
             .advance_to_shuffled(at, &mut |n| self.world().rng.below(n));
@@ -716,13 +715,13 @@ impl Shared {
 
     /// Nobody will run the world again: every task in it is cancelled,
     /// and so is every timer; the clock stays where it is. Queued tasks
-    /// are dropped. Every task that ever waited on a virtual worker is in
-    /// its book, with a waker (the simulated pool's, those of strands and
-    /// priority executors over it, `Inline` work run there): each is
-    /// aborted, in task id order, and so dropped by the world (which
-    /// drops whatever is scheduled on it now), by the executor over it
-    /// that the world refuses, or at its next poll. Ending an ended world
-    /// does nothing more.
+    /// are dropped. Every task the world counts (the simulated pool's,
+    /// those of strands and priority executors over it) that ever waited
+    /// on a virtual worker is in its book with a waker: each is aborted,
+    /// in task id order, and so dropped by the world (which drops
+    /// whatever is scheduled on it now) or by the executor over it that
+    /// the world refuses; one that first waits later is aborted then.
+    /// Ending an ended world does nothing more.
     fn end(&self) {
         self.closed.store(true, SeqCst);
         let queued = {
