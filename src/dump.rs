@@ -227,7 +227,8 @@ impl TaskEntry {
     }
 
     /// What it waits on (empty if it waits on nothing of viaduct's, or
-    /// does not wait).
+    /// does not wait): locks and handles in the order it began waiting on
+    /// them, then timers.
     pub fn waits_on(&self) -> &[WaitsOn] {
         &self.waits
     }
@@ -287,6 +288,10 @@ impl TaskDump {
         }
         let listed: Vec<TaskId> = tasks.keys().copied().collect();
         let mut waits = watch::all_waits();
+        let mut timers: HashMap<TaskId, Vec<Instant>> = HashMap::new();
+        for (task, deadline) in crate::time::waiting_tasks() {
+            timers.entry(task).or_default().push(deadline);
+        }
         for entry in tasks.values_mut() {
             entry.waits = waits
                 .remove(&entry.id)
@@ -302,11 +307,17 @@ impl TaskDump {
                         lock: LockEntry::new(book),
                     },
                     WaitOn::Task { id, .. } => WaitsOn::Task(id),
-                    WaitOn::Timer(deadline) => WaitsOn::Timer {
-                        deadline,
-                        left: deadline.saturating_duration_since(now),
-                    },
                 })
+                .chain(
+                    timers
+                        .remove(&entry.id)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|deadline| WaitsOn::Timer {
+                            deadline,
+                            left: deadline.saturating_duration_since(now),
+                        }),
+                )
                 .collect();
         }
         let tasks: Vec<TaskEntry> = tasks.into_values().collect();

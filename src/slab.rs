@@ -9,14 +9,18 @@ pub(crate) struct Slab<T> {
 
 impl<T> Default for Slab<T> {
     fn default() -> Self {
+        Slab::new()
+    }
+}
+
+impl<T> Slab<T> {
+    pub(crate) const fn new() -> Slab<T> {
         Slab {
             slots: Vec::new(),
             free: Vec::new(),
         }
     }
-}
 
-impl<T> Slab<T> {
     pub(crate) fn insert(&mut self, value: T) -> usize {
         match self.free.pop() {
             Some(key) => {

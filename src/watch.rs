@@ -11,9 +11,11 @@
 //!   async-task may free without dropping the future). A simulation's
 //!   books also keep a waker of each task, to cancel what is left when
 //!   the world ends.
-//! - What a task waits on is noted only when one of viaduct's futures
-//!   returns `Pending` in it on a pool worker, in a table sharded by task
-//!   id, and taken out when that future is ready or dropped.
+//! - What a task waits on is noted only when one of viaduct's lock or
+//!   handle futures returns `Pending` in it on a pool worker, in a slot of
+//!   a table sharded by task id, and taken out when that future is ready or
+//!   dropped. A sleep notes nothing: its timer entry names the waiting
+//!   task, and dumps read the timers' wheels.
 //! - A [`LockBook`] notes which task holds a `Guarded` value or a strand:
 //!   one store when a section or guard starts, one when it ends.
 
@@ -24,7 +26,6 @@ use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
-use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
@@ -453,66 +454,133 @@ pub(crate) enum WaitOn {
         id: TaskId,
         queued_on: Option<Arc<LockBook>>,
     },
-    /// A timer.
-    Timer(Instant),
 }
 
 /// Shards of the wait table: enough that tasks on different workers
 /// rarely meet on one lock.
 const SHARDS: usize = 64;
 
-/// One shard: the waits of the tasks whose id falls in it, keyed by task
-/// and by a number the shard hands out (so noting a wait takes no
-/// allocation of its own and no counter shared by all threads).
-#[derive(Default)]
+/// One shard: the waits of the tasks whose id falls in it, each in a slot
+/// the noting future keeps the key of (no hashing, and no allocation once
+/// the shard has grown), with the order the waits began in.
 struct Waits {
-    next_key: u64,
-    waits: HashMap<(u64, u64), WaitOn>,
+    next_order: u64,
+    waits: Slab<(TaskId, u64, Stored)>,
 }
 
-fn table() -> &'static [Mutex<Waits>; SHARDS] {
-    static TABLE: std::sync::OnceLock<[Mutex<Waits>; SHARDS]> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| std::array::from_fn(|_| Mutex::default()))
+impl Waits {
+    const fn new() -> Waits {
+        Waits {
+            next_order: 0,
+            waits: Slab::new(),
+        }
+    }
 }
 
-fn shard(task: u64) -> &'static Mutex<Waits> {
-    &table()[(task % SHARDS as u64) as usize]
+/// A wait as the table keeps it.
+enum Stored {
+    /// A lock's book, kept alive by the future that noted it until it
+    /// takes the wait out (see [`Noted::waiting_on_lock`]): no reference
+    /// count to bump on a line that every contender for the lock shares.
+    Lock(NonNull<LockBook>),
+    Other(WaitOn),
+}
+
+// SAFETY: `Lock` points at a `LockBook` (which is `Sync`) that stays alive
+// while it is stored, and is only read under the shard's lock.
+unsafe impl Send for Stored {}
+
+impl Stored {
+    /// Read under the shard's lock, while the book is alive.
+    fn to_wait(&self) -> WaitOn {
+        match self {
+            // SAFETY: the pointer came from `Arc::as_ptr` of a book that
+            // the noting future keeps alive until it takes this wait out,
+            // which takes the shard lock we hold: the count is at least 1.
+            Stored::Lock(book) => WaitOn::Lock(unsafe {
+                Arc::increment_strong_count(book.as_ptr());
+                Arc::from_raw(book.as_ptr())
+            }),
+            Stored::Other(wait) => wait.clone(),
+        }
+    }
+}
+
+/// Each shard on a cache line of its own: the tasks of different workers
+/// note their waits side by side.
+static TABLE: [CachePadded<Mutex<Waits>>; SHARDS] =
+    [const { CachePadded::new(Mutex::new(Waits::new())) }; SHARDS];
+
+fn shard(task: TaskId) -> &'static Mutex<Waits> {
+    &TABLE[(task.as_u64() % SHARDS as u64) as usize]
 }
 
 /// A wait noted in the table, kept by the future that waits: taken out
 /// when it is done or dropped.
 #[derive(Default)]
-pub(crate) struct Noted(Option<(u64, u64)>);
+pub(crate) struct Noted(Option<(TaskId, usize)>);
 
 impl Noted {
     /// Notes (once) that `task` (the task being polled on this thread, if
     /// any) waits on what `what` says.
     #[inline]
     pub(crate) fn waiting(&mut self, task: Option<TaskId>, what: impl FnOnce() -> WaitOn) {
+        self.note(task, || Stored::Other(what()));
+    }
+
+    /// Like [`waiting`](Noted::waiting), for a lock, whose book is not
+    /// cloned into the table.
+    ///
+    /// # Safety
+    ///
+    /// `book` stays alive until this wait is over: until [`done`] or the
+    /// drop of this `Noted`.
+    ///
+    /// [`done`]: Noted::done
+    #[inline]
+    pub(crate) unsafe fn waiting_on_lock(&mut self, task: Option<TaskId>, book: &Arc<LockBook>) {
+        self.note(task, || Stored::Lock(NonNull::from(&**book)));
+    }
+
+    #[inline]
+    fn note(&mut self, task: Option<TaskId>, what: impl FnOnce() -> Stored) {
         if self.0.is_some() {
             return;
         }
-        let Some(task) = task.map(TaskId::as_u64) else {
+        let Some(task) = task else {
             return;
         };
         if HERE.with(Cell::get).is_null() {
             return; // not a pool worker: no dump lists the task
         }
-        let wait = what();
-        let mut shard = lock_std(shard(task));
-        shard.next_key += 1;
-        let key = shard.next_key;
-        shard.waits.insert((task, key), wait);
-        self.0 = Some((task, key));
+        self.0 = Some((task, enter(task, what())));
     }
 
     /// The wait is over.
     #[inline]
     pub(crate) fn done(&mut self) {
         if let Some((task, key)) = self.0.take() {
-            lock_std(shard(task)).waits.remove(&(task, key));
+            leave(task, key);
         }
     }
+}
+
+/// Enters `wait` in `task`'s shard and returns its key. Not inlined, so
+/// the wait arrives in registers and is stored once, into its slot: built
+/// on the caller's stack field by field and copied out whole, it made the
+/// copy wait for those stores to reach the cache.
+#[inline(never)]
+fn enter(task: TaskId, wait: Stored) -> usize {
+    let mut shard = lock_std(shard(task));
+    shard.next_order += 1;
+    let order = shard.next_order;
+    shard.waits.insert((task, order, wait))
+}
+
+#[inline(never)]
+fn leave(task: TaskId, key: usize) {
+    let removed = lock_std(shard(task)).waits.remove(key);
+    drop(removed); // after the shard's lock: it may hold the last `Arc` of a handle's book
 }
 
 impl Drop for Noted {
@@ -525,12 +593,10 @@ impl Drop for Noted {
 /// it began them: every shard locked once.
 pub(crate) fn all_waits() -> HashMap<TaskId, Vec<WaitOn>> {
     let mut all: HashMap<TaskId, Vec<(u64, WaitOn)>> = HashMap::new();
-    for shard in table() {
+    for shard in &TABLE {
         let shard = lock_std(shard);
-        for (&(task, key), wait) in &shard.waits {
-            if let Some(task) = TaskId::from_u64(task) {
-                all.entry(task).or_default().push((key, wait.clone()));
-            }
+        for (task, order, wait) in shard.waits.iter() {
+            all.entry(*task).or_default().push((*order, wait.to_wait()));
         }
     }
     all.into_iter()

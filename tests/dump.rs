@@ -372,3 +372,61 @@ fn a_sleep_reset_while_waiting_shows_its_new_deadline() {
         task.abort();
     });
 }
+
+#[test]
+fn a_task_lists_its_lock_then_its_timers_on_any_timer_and_a_dropped_sleep_leaves_no_wait() {
+    within("timer waits", || {
+        let pool = pool("timer-waits", 2);
+        let value = Guarded::new(pool.clone(), 0u32);
+        let guard = viaduct::block_on(value.lock());
+        let manual = Timer::manual();
+        let in_five = manual.now() + Duration::from_secs(5);
+        let (v, m) = (value.clone(), manual.clone());
+        let task = pool.spawn(async move {
+            let locked = async {
+                // Waits on the lock first, then (the timeout polls its
+                // future first) on the global timer.
+                let guard = Timer::global()
+                    .timeout(Duration::from_secs(3600), v.lock())
+                    .await
+                    .expect("the lock comes first");
+                drop(guard);
+            };
+            futures::join!(locked, m.sleep(Duration::from_secs(5)));
+        });
+        let id = task.id().unwrap();
+        let dump = dump_when(&pool, |d| {
+            d.task(id).is_some_and(|t| t.waits_on().len() == 3)
+        });
+        match dump.task(id).unwrap().waits_on() {
+            [WaitsOn::Lock(lock), WaitsOn::Timer { deadline: a, .. }, WaitsOn::Timer { deadline: b, .. }] =>
+            {
+                assert_eq!(lock.holder(), None, "held outside any task");
+                let (mut global, mut on_manual) = (*a, *b);
+                if global < on_manual {
+                    std::mem::swap(&mut global, &mut on_manual);
+                }
+                assert_eq!(on_manual, in_five, "{dump}");
+                assert!(
+                    global > Instant::now() + Duration::from_secs(3000),
+                    "{dump}"
+                );
+            }
+            other => panic!("{other:?}\n{dump}"),
+        }
+
+        // The lock comes: the timeout's sleep is dropped, and with it its
+        // wait; the manual timer's stays.
+        drop(guard);
+        let dump = dump_when(&pool, |d| {
+            d.task(id).is_some_and(|t| t.waits_on().len() == 1)
+        });
+        match dump.task(id).unwrap().waits_on() {
+            [WaitsOn::Timer { deadline, .. }] => assert_eq!(*deadline, in_five),
+            other => panic!("{other:?}\n{dump}"),
+        }
+        manual.advance(Duration::from_secs(5));
+        viaduct::block_on(task).unwrap();
+        assert_eq!(viaduct::block_on(value.with(|v| *v)).unwrap(), 0);
+    });
+}

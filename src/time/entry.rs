@@ -34,6 +34,7 @@ use std::task::Waker;
 
 use crate::executor::Runnable;
 use crate::loom::{AtomicUsize, Ordering};
+use crate::task_id::TaskId;
 
 /// Not in any wheel. The owner may insert it (again).
 pub(crate) const IDLE: usize = 0;
@@ -76,6 +77,9 @@ pub(crate) struct Core {
     /// Which wheel list holds the entry while it is [`LINKED`].
     pub(crate) location: u16,
     pub(crate) action: Option<Action>,
+    /// The task that waits for it (the one polling its sleep), if any:
+    /// what task dumps read, instead of a note of their own.
+    pub(crate) waiter: Option<TaskId>,
 }
 
 /// One timer. See the module docs for who may touch what.
@@ -109,6 +113,7 @@ impl Entry {
                 next: std::ptr::null(),
                 location: 0,
                 action: None,
+                waiter: None,
             }),
         }
     }

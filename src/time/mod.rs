@@ -93,7 +93,7 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicUsize as StdAtomicUsize;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -102,7 +102,8 @@ use self::clock::Clock;
 use self::driver::Driver;
 use self::entry::{Action, Entry};
 use self::wheel::{Inserted, Wheel};
-use crate::loom::{lock, AtomicBool, Mutex, Ordering};
+use crate::loom::{lock, lock_std, AtomicBool, Mutex, Ordering};
+use crate::task_id::TaskId;
 
 pub use self::interval::{Interval, MissedTickBehavior, Tick};
 pub use self::periodic::{Pacing, Periodic};
@@ -170,6 +171,37 @@ pub(crate) struct Inner {
 }
 
 static GLOBAL: OnceLock<Inner> = OnceLock::new();
+
+/// Every manual timer still alive, for dumps to read their waiting tasks
+/// (the global timer is read through [`GLOBAL`]).
+static MANUAL: std::sync::Mutex<Vec<Weak<Inner>>> = std::sync::Mutex::new(Vec::new());
+
+fn registered(inner: Inner) -> Arc<Inner> {
+    let inner = Arc::new(inner);
+    let mut all = lock_std(&MANUAL);
+    all.retain(|t| t.strong_count() > 0);
+    all.push(Arc::downgrade(&inner));
+    inner
+}
+
+/// Every task waiting on a timer's sleep, with that sleep's deadline, on
+/// every timer: what a task dump lists as its timer waits.
+pub(crate) fn waiting_tasks() -> Vec<(TaskId, Instant)> {
+    let manual: Vec<Arc<Inner>> = lock_std(&MANUAL).iter().filter_map(Weak::upgrade).collect();
+    let mut out = Vec::new();
+    let mut found = Vec::new();
+    for inner in GLOBAL.get().into_iter().chain(manual.iter().map(|t| &**t)) {
+        for shard in inner.shards.iter() {
+            lock(shard).waiters(&mut found);
+        }
+        out.extend(
+            found
+                .drain(..)
+                .map(|(task, ns)| (task, inner.clock.instant(ns))),
+        );
+    }
+    out
+}
 
 /// Each thread's pick of shard (taken modulo the shard count): round-robin
 /// in order of first use, so the threads of a pool land on different shards.
@@ -293,7 +325,7 @@ impl Timer {
     /// ```
     pub fn manual() -> Timer {
         Timer {
-            inner: TimerRef::Shared(Arc::new(Inner::new(Clock::manual(), 1, None))),
+            inner: TimerRef::Shared(registered(Inner::new(Clock::manual(), 1, None))),
         }
     }
 
@@ -605,12 +637,21 @@ impl Timer {
     ///
     /// As [`Wheel::insert`]: `entry` was made by [`Timer::entry`] of this
     /// timer, is not linked, and stays in place until it is unlinked.
-    unsafe fn insert(&self, entry: &Entry, deadline: u64, action: Action) -> Inserted {
+    unsafe fn insert(
+        &self,
+        entry: &Entry,
+        deadline: u64,
+        action: Action,
+        waiter: Option<TaskId>,
+    ) -> Inserted {
         let inner = self.inner();
         let mut wheel = lock(&inner.shards[entry.shard()]);
         if inner.stopped.load(Ordering::SeqCst) {
             return Inserted::Stopped(action);
         }
+        // SAFETY: the entry is not linked (the caller's promise) and we
+        // hold its shard's lock.
+        unsafe { entry.core() }.waiter = waiter;
         // SAFETY: the caller's promise; `entry.shard()` picked this wheel.
         let inserted = unsafe { wheel.insert(entry, deadline, action) };
         drop(wheel);
@@ -634,9 +675,21 @@ impl Timer {
         drop(action);
     }
 
-    /// Gives a waiting entry a new waker; `false` if it has fired.
-    fn update_waker(&self, entry: &Entry, waker: &std::task::Waker) -> bool {
-        lock(&self.inner().shards[entry.shard()]).update_waker(entry, waker)
+    /// Gives a waiting entry a new waker and waiting task; `false` if it
+    /// has fired.
+    fn update_waker(
+        &self,
+        entry: &Entry,
+        waker: &std::task::Waker,
+        waiter: Option<TaskId>,
+    ) -> bool {
+        let mut wheel = lock(&self.inner().shards[entry.shard()]);
+        let linked = wheel.update_waker(entry, waker);
+        if linked {
+            // SAFETY: linked in this shard, whose lock we hold.
+            unsafe { entry.core() }.waiter = waiter;
+        }
+        linked
     }
 
     /// A new entry on this thread's shard.

@@ -261,7 +261,7 @@ impl Timer {
         // lives in the `Job` that the task's future holds, and the future
         // lives as long as its runnable, which is the entry's action while
         // it is linked: the entry stays in place until it is unlinked.
-        match unsafe { self.insert(&job.entry, deadline, Action::Run(runnable)) } {
+        match unsafe { self.insert(&job.entry, deadline, Action::Run(runnable), None) } {
             Inserted::Linked => {}
             Inserted::Due(action) => action.fire(),
             Inserted::Stopped(action) => drop(action), // the task is cancelled

@@ -14,7 +14,6 @@ use super::entry::{Action, Entry, FIRED, IDLE, LINKED};
 use super::wheel::Inserted;
 use super::Timer;
 use crate::task::current_task;
-use crate::watch::{Noted, WaitOn};
 
 /// A future that completes at a deadline: made by [`sleep`](super::sleep),
 /// [`sleep_until`](super::sleep_until) or the [`Timer`] methods of the same
@@ -58,8 +57,6 @@ pub struct Sleep {
     /// time catches the rest, never early.)
     seen: u64,
     entry: Entry,
-    /// The wait noted for task dumps while this sleep is pending.
-    noted: Noted,
     /// The wheel points at `entry` while it is linked.
     _pinned: PhantomPinned,
 }
@@ -71,7 +68,6 @@ impl Sleep {
             timer,
             deadline,
             seen: now,
-            noted: Noted::default(),
             _pinned: PhantomPinned,
         }
     }
@@ -138,8 +134,6 @@ impl Sleep {
         // moved.
         let this = unsafe { self.get_unchecked_mut() };
         this.cancel();
-        // Noted again, with the new deadline, at the next `Pending`.
-        this.noted.done();
         if this.entry.state() == FIRED {
             // The wheel let go of it when it fired: ours alone again.
             this.entry.set_state(IDLE);
@@ -161,17 +155,9 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         std::task::ready!(crate::coop::poll_proceed(cx));
-        // SAFETY: only `noted`, which is not pinned, is touched through the
-        // `&mut`; the entry stays in place.
-        let this = unsafe { self.get_unchecked_mut() };
-        let elapsed = this.poll_elapsed(cx);
+        let elapsed = self.poll_elapsed(cx);
         if elapsed.is_ready() {
             crate::coop::spend();
-            this.noted.done();
-        } else {
-            let deadline = this.deadline();
-            this.noted
-                .waiting(current_task(), || WaitOn::Timer(deadline));
         }
         elapsed
     }
@@ -180,7 +166,13 @@ impl Future for Sleep {
 impl Sleep {
     fn poll_elapsed(&self, cx: &mut Context<'_>) -> Poll<()> {
         match self.entry.state() {
-            LINKED if self.timer.update_waker(&self.entry, cx.waker()) => Poll::Pending,
+            LINKED
+                if self
+                    .timer
+                    .update_waker(&self.entry, cx.waker(), current_task()) =>
+            {
+                Poll::Pending
+            }
             // No longer linked: it fired, or the timer stopped, which
             // unlinks it IDLE (read again: `update_waker` took the lock
             // after the stop). `cancel` is ours, never concurrent.
@@ -188,10 +180,15 @@ impl Sleep {
             _ if self.deadline <= self.seen => Poll::Ready(()),
             _ => {
                 let action = Action::Wake(cx.waker().clone());
+                let waiter = current_task();
                 // SAFETY: the entry was made by `timer.entry()`, is IDLE,
                 // and is pinned inside this sleep, whose `Drop` unlinks it
                 // before it can move or be freed.
-                match unsafe { self.timer.insert(&self.entry, self.deadline, action) } {
+                let inserted = unsafe {
+                    self.timer
+                        .insert(&self.entry, self.deadline, action, waiter)
+                };
+                match inserted {
                     Inserted::Linked => Poll::Pending,
                     Inserted::Due(_) => Poll::Ready(()),
                     // Never fires: the clock will not move again.

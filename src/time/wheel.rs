@@ -37,6 +37,7 @@
 
 use super::clock::NEVER;
 use super::entry::{Action, Entry, FIRED, IDLE, LINKED};
+use crate::task_id::TaskId;
 
 const LEVEL_BITS: u32 = 6;
 const SLOTS: usize = 1 << LEVEL_BITS;
@@ -328,6 +329,20 @@ impl Wheel {
 }
 
 impl Wheel {
+    /// Each linked entry's waiting task with its deadline, for dumps.
+    pub(crate) fn waiters(&self, out: &mut Vec<(TaskId, u64)>) {
+        for list in self.lists.iter() {
+            let mut e = list.head;
+            while !e.is_null() {
+                // SAFETY: linked entries are alive (ground rule 6), and we
+                // hold the shard lock, under which their cores are read.
+                let core = unsafe { (*e).core() };
+                out.extend(core.waiter.map(|task| (task, core.deadline)));
+                e = core.next;
+            }
+        }
+    }
+
     /// Unlinks every entry, as if each were removed, and hands back their
     /// actions (to be dropped outside the lock, as in `remove`).
     pub(crate) fn take_all(&mut self) -> Vec<Action> {
