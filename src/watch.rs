@@ -465,7 +465,7 @@ const SHARDS: usize = 64;
 /// the shard has grown), with the order the waits began in.
 struct Waits {
     next_order: u64,
-    waits: Slab<(TaskId, u64, Stored)>,
+    waits: Slab<(TaskId, u64, WaitOn)>,
 }
 
 impl Waits {
@@ -473,35 +473,6 @@ impl Waits {
         Waits {
             next_order: 0,
             waits: Slab::new(),
-        }
-    }
-}
-
-/// A wait as the table keeps it.
-enum Stored {
-    /// A lock's book, kept alive by the future that noted it until it
-    /// takes the wait out (see [`Noted::waiting_on_lock`]): no reference
-    /// count to bump on a line that every contender for the lock shares.
-    Lock(NonNull<LockBook>),
-    Other(WaitOn),
-}
-
-// SAFETY: `Lock` points at a `LockBook` (which is `Sync`) that stays alive
-// while it is stored, and is only read under the shard's lock.
-unsafe impl Send for Stored {}
-
-impl Stored {
-    /// Read under the shard's lock, while the book is alive.
-    fn to_wait(&self) -> WaitOn {
-        match self {
-            // SAFETY: the pointer came from `Arc::as_ptr` of a book that
-            // the noting future keeps alive until it takes this wait out,
-            // which takes the shard lock we hold: the count is at least 1.
-            Stored::Lock(book) => WaitOn::Lock(unsafe {
-                Arc::increment_strong_count(book.as_ptr());
-                Arc::from_raw(book.as_ptr())
-            }),
-            Stored::Other(wait) => wait.clone(),
         }
     }
 }
@@ -525,25 +496,6 @@ impl Noted {
     /// any) waits on what `what` says.
     #[inline]
     pub(crate) fn waiting(&mut self, task: Option<TaskId>, what: impl FnOnce() -> WaitOn) {
-        self.note(task, || Stored::Other(what()));
-    }
-
-    /// Like [`waiting`](Noted::waiting), for a lock, whose book is not
-    /// cloned into the table.
-    ///
-    /// # Safety
-    ///
-    /// `book` stays alive until this wait is over: until [`done`] or the
-    /// drop of this `Noted`.
-    ///
-    /// [`done`]: Noted::done
-    #[inline]
-    pub(crate) unsafe fn waiting_on_lock(&mut self, task: Option<TaskId>, book: &Arc<LockBook>) {
-        self.note(task, || Stored::Lock(NonNull::from(&**book)));
-    }
-
-    #[inline]
-    fn note(&mut self, task: Option<TaskId>, what: impl FnOnce() -> Stored) {
         if self.0.is_some() {
             return;
         }
@@ -570,7 +522,7 @@ impl Noted {
 /// on the caller's stack field by field and copied out whole, it made the
 /// copy wait for those stores to reach the cache.
 #[inline(never)]
-fn enter(task: TaskId, wait: Stored) -> usize {
+fn enter(task: TaskId, wait: WaitOn) -> usize {
     let mut shard = lock_std(shard(task));
     shard.next_order += 1;
     let order = shard.next_order;
@@ -580,7 +532,7 @@ fn enter(task: TaskId, wait: Stored) -> usize {
 #[inline(never)]
 fn leave(task: TaskId, key: usize) {
     let removed = lock_std(shard(task)).waits.remove(key);
-    drop(removed); // after the shard's lock: it may hold the last `Arc` of a handle's book
+    drop(removed); // after the shard's lock: it may hold the last `Arc` of a book
 }
 
 impl Drop for Noted {
@@ -596,7 +548,7 @@ pub(crate) fn all_waits() -> HashMap<TaskId, Vec<WaitOn>> {
     for shard in &TABLE {
         let shard = lock_std(shard);
         for (task, order, wait) in shard.waits.iter() {
-            all.entry(*task).or_default().push((*order, wait.to_wait()));
+            all.entry(*task).or_default().push((*order, wait.clone()));
         }
     }
     all.into_iter()

@@ -275,3 +275,44 @@ fn a_simulation_run_and_ended_with_tasks_waiting() {
         }
     }
 }
+
+#[test]
+fn dumps_read_timer_wheels_and_a_forgotten_lock_requests_wait() {
+    use std::future::Future;
+    let p = pool(1);
+    let timer = Timer::manual();
+    let value = Guarded::new(p.clone(), 0u8);
+    let guard = block_on(value.lock());
+    let (v, t) = (value.clone(), timer.clone());
+    let (asked, wait) = std::sync::mpsc::channel();
+    let task = p.spawn(async move {
+        let mut request = Box::pin(v.lock());
+        let pending = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(request.as_mut().poll(cx).is_pending())
+        })
+        .await;
+        // Its wait stays noted for good, with the lock's book kept alive.
+        std::mem::forget(request);
+        drop(v);
+        asked.send(pending).unwrap();
+        t.sleep(Duration::from_secs(1)).await;
+    });
+    assert!(wait.recv().unwrap(), "the lock was held");
+    drop(guard);
+    drop(value);
+    let id = task.id().unwrap();
+    let deadline = timer.now() + Duration::from_secs(1);
+    let listed = loop {
+        let dump = p.dump();
+        match dump.task(id).map(|t| t.waits_on().to_vec()) {
+            Some(waits) if waits.len() == 2 => break waits,
+            _ => std::thread::yield_now(),
+        }
+    };
+    assert!(matches!(
+        &listed[..],
+        [viaduct::dump::WaitsOn::Lock(_), viaduct::dump::WaitsOn::Timer { deadline: d, .. }] if *d == deadline
+    ));
+    timer.advance(Duration::from_secs(1));
+    block_on(task).unwrap();
+}

@@ -50,7 +50,7 @@ use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
 use crate::task::{current_task, current_task_id, current_task_sink, reporting_panics, JoinHandle};
-use crate::watch::{LockBook, LockKind, Noted};
+use crate::watch::{LockBook, LockKind, Noted, WaitOn};
 
 /// Data owned by a strand: an async mutex whose critical sections can run
 /// on the strand or in the caller's task, in one FIFO order.
@@ -492,10 +492,7 @@ impl LockState {
             LockState::Waiting(waiter) => {
                 if waiter.poll_granted(cx).is_pending() {
                     section::check_not_blocking_on("the lock", || (core.id(), current_task_id()));
-                    // SAFETY: the book lives in the strand's core, which
-                    // the lock future keeps (by reference or by handle)
-                    // until after its `noted` is dropped.
-                    unsafe { noted.waiting_on_lock(current_task(), &core.book) };
+                    noted.waiting(current_task(), || WaitOn::Lock(core.book.clone()));
                     return Poll::Pending;
                 }
             }
@@ -567,11 +564,9 @@ impl<T> Drop for Lock<'_, T> {
 /// ```
 #[must_use = "a lock request is given up when dropped; await it to get the guard"]
 pub struct LockOwned<T> {
-    /// First: dropped (its wait taken out of the table, which points at
-    /// the strand's book) before `guarded` lets go of the strand.
-    noted: Noted,
     guarded: Guarded<T>,
     state: LockState,
+    noted: Noted,
 }
 
 impl<T: Send + 'static> Future for LockOwned<T> {
