@@ -228,7 +228,9 @@ impl TaskEntry {
 
     /// What it waits on (empty if it waits on nothing of viaduct's, or
     /// does not wait): locks and handles in the order it began waiting on
-    /// them, then timers.
+    /// them, then timers, soonest first. Timers are read a moment after
+    /// the rest: a task that moves from one wait to another meanwhile may
+    /// show both or neither.
     pub fn waits_on(&self) -> &[WaitsOn] {
         &self.waits
     }
@@ -292,6 +294,7 @@ impl TaskDump {
         for (task, deadline) in crate::time::waiting_tasks() {
             timers.entry(task).or_default().push(deadline);
         }
+        timers.values_mut().for_each(|t| t.sort());
         for entry in tasks.values_mut() {
             entry.waits = waits
                 .remove(&entry.id)

@@ -7,8 +7,8 @@
 //! wheel only points at it, and only while it is linked; the owner must
 //! unlink it (under the shard lock) before it moves or is freed, which is
 //! what `Sleep`'s `Drop` does. An entry belongs to exactly one shard, fixed
-//! at creation, and its [`Core`] (links, deadline, action) is read and
-//! written only under that shard's lock.
+//! at creation, and its [`Core`] (links, deadline, action, waiting task)
+//! is read and written only under that shard's lock.
 //!
 //! The state word says where the entry is. Every transition happens under
 //! the shard lock, or with the only reference to the entry; the owner reads

@@ -74,7 +74,9 @@
 //!    [`Timer`] handle, a [`Sleep`], [`Timeout`] or [`Interval`] on it, a
 //!    [`Scheduled`] or [`Periodic`] handle it made, or the task of a
 //!    periodic job (which times its runs with it: cancel the job to let
-//!    the timer go).
+//!    the timer go). A task dump reads every live manual timer's wheel
+//!    and holds the timer while it does: if every other reference goes
+//!    meanwhile, the timer is dropped by the thread that took the dump.
 //! 3. Dropping it drops what its wheel still holds: detached timed tasks
 //!    that never fired (a live handle would have kept the timer) are
 //!    cancelled, their futures dropped unrun.
@@ -192,7 +194,9 @@ pub(crate) fn waiting_tasks() -> Vec<(TaskId, Instant)> {
     let mut found = Vec::new();
     for inner in GLOBAL.get().into_iter().chain(manual.iter().map(|t| &**t)) {
         for shard in inner.shards.iter() {
-            lock(shard).waiters(&mut found);
+            let wheel = lock(shard);
+            found.reserve(wheel.len());
+            wheel.waiters(&mut found);
         }
         out.extend(
             found
