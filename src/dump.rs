@@ -228,7 +228,7 @@ impl TaskEntry {
 
     /// What it waits on (empty if it waits on nothing of viaduct's, or
     /// does not wait): locks and handles in the order it began waiting on
-    /// them, then timers, soonest first. Timers are read a moment after
+    /// them, then timers, by deadline. Timers are read a moment after
     /// the rest: a task that moves from one wait to another meanwhile may
     /// show both or neither.
     pub fn waits_on(&self) -> &[WaitsOn] {

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::panic::Location;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
@@ -385,36 +385,11 @@ pub(crate) fn task_ended(info: &TaskInfo) {
 
 /// Which task holds a `Guarded` value or a strand, and how to name it.
 pub(crate) struct LockBook {
-    /// The lock, weakly: its [`HolderCell`] lives in it, next to the
-    /// word its owner writes anyway to take and give it up, so that
-    /// noting the holder moves no cache line of its own between cores.
-    lock: Weak<dyn HasHolder>,
+    /// The holder's task id; 0 when free, [`UNKNOWN_HOLDER`] when held by
+    /// code that is not a task (a post, a thread outside any task).
+    holder: AtomicU64,
     pub(crate) kind: LockKind,
     pub(crate) location: &'static Location<'static>,
-}
-
-/// A lock that keeps a [`HolderCell`].
-pub(crate) trait HasHolder: Send + Sync {
-    fn holder_cell(&self) -> &HolderCell;
-}
-
-/// The holder's task id; 0 when free, [`UNKNOWN_HOLDER`] when held by code
-/// that is not a task (a post, a thread outside any task).
-#[derive(Default)]
-pub(crate) struct HolderCell(AtomicU64);
-
-impl HolderCell {
-    /// The lock is now held by `task`.
-    #[inline]
-    pub(crate) fn held_by(&self, task: Option<TaskId>) {
-        self.0
-            .store(task.map_or(UNKNOWN_HOLDER, TaskId::as_u64), Relaxed);
-    }
-
-    #[inline]
-    pub(crate) fn released(&self) {
-        self.0.store(0, Relaxed);
-    }
 }
 
 /// What a [`LockBook`] is the book of.
@@ -439,24 +414,28 @@ pub(crate) enum Holder {
 }
 
 impl LockBook {
-    pub(crate) fn new(
-        lock: Weak<dyn HasHolder>,
-        kind: LockKind,
-        location: &'static Location<'static>,
-    ) -> LockBook {
+    pub(crate) fn new(kind: LockKind, location: &'static Location<'static>) -> LockBook {
         LockBook {
-            lock,
+            holder: AtomicU64::new(0),
             kind,
             location,
         }
     }
 
-    /// Who holds the lock now; free once the lock is gone.
+    /// The lock is now held by `task`.
+    #[inline]
+    pub(crate) fn held_by(&self, task: Option<TaskId>) {
+        self.holder
+            .store(task.map_or(UNKNOWN_HOLDER, TaskId::as_u64), Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn released(&self) {
+        self.holder.store(0, Relaxed);
+    }
+
     pub(crate) fn holder(&self) -> Holder {
-        let Some(lock) = self.lock.upgrade() else {
-            return Holder::Free;
-        };
-        match lock.holder_cell().0.load(Relaxed) {
+        match self.holder.load(Relaxed) {
             0 => Holder::Free,
             UNKNOWN_HOLDER => Holder::NotATask,
             id => Holder::Task(TaskId::from_u64(id).expect("not 0")),

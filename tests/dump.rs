@@ -402,7 +402,7 @@ fn a_task_lists_its_lock_then_its_timers_on_any_timer_and_a_dropped_sleep_leaves
             [WaitsOn::Lock(lock), WaitsOn::Timer { deadline: a, .. }, WaitsOn::Timer { deadline: b, .. }] =>
             {
                 assert_eq!(lock.holder(), None, "held outside any task");
-                // Timers soonest first: the manual one's, then the global's.
+                // Timers by deadline: the manual one's, then the global's.
                 assert_eq!(*a, in_five, "{dump}");
                 assert!(*b > Instant::now() + Duration::from_secs(3000), "{dump}");
             }

@@ -3,7 +3,6 @@
 
 use std::any::Any;
 use std::future::Future;
-use std::panic::Location;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Weak};
@@ -18,7 +17,7 @@ use crate::section::Frame;
 use crate::task::{create_daemon, current_task_id, task_id, with_current_task, Daemon};
 use crate::task_id::TaskKind;
 use crate::trace::trace_event;
-use crate::watch::{HolderCell, LockBook, LockKind};
+use crate::watch::LockBook;
 
 /// How many items the runner handles in one poll before it wakes itself
 /// and returns, so that the rest of its executor's work runs in between.
@@ -40,15 +39,12 @@ const BACKOFF: usize = 5;
 ///
 /// The fields a section run on the spot touches come first, in this order
 /// (`repr(C)`), right after the strand's reference counts: an owner taking
-/// and releasing the strand, noting itself as its holder, cloning a handle
-/// and bumping its counter then
+/// and releasing the strand, cloning a handle and bumping its counter then
 /// works on one or two cache lines (the allocation is not line-aligned),
 /// and a contender moves those, not four scattered ones.
 #[repr(C)]
 pub(crate) struct Core {
     queue: Queue<Item>,
-    /// Who holds the strand, for task dumps (read through `book`).
-    pub(crate) holder: HolderCell,
     /// Written by the owner only (a load and a store), read by anyone.
     inline: AtomicU64,
     pub(super) inner: Exec,
@@ -75,7 +71,7 @@ pub(crate) struct Core {
     posts: Busy<Admission>,
     queued: AtomicU64,
     batches: AtomicU64,
-    /// How task dumps name the strand and find its holder.
+    /// Who holds the strand, for task dumps.
     pub(crate) book: Arc<LockBook>,
 }
 
@@ -84,10 +80,8 @@ impl Core {
     pub(super) fn new<D: Send + Sync + 'static>(
         me: &Weak<Shared<D>>,
         inner: Exec,
-        kind: LockKind,
-        location: &'static Location<'static>,
+        book: LockBook,
     ) -> Core {
-        let book = LockBook::new(me.clone(), kind, location);
         // The runner is made now, started by the first submission. It
         // holds the strand weakly: the strand holds its waker.
         let runner = Runner { shared: me.clone() };
@@ -108,7 +102,6 @@ impl Core {
             queued: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             inline: AtomicU64::new(0),
-            holder: HolderCell::default(),
             book: Arc::new(book),
         }
     }
@@ -272,17 +265,17 @@ impl Core {
             match unsafe { self.next(&mut posts) } {
                 Some(Item::Task(runnable)) => {
                     frame.set_task(task_id(runnable.metadata()));
-                    self.holder.held_by(Some(runnable.metadata().id()));
+                    self.book.held_by(Some(runnable.metadata().id()));
                     runnable.run();
-                    self.holder.released();
+                    self.book.released();
                 }
                 Some(Item::Node(call)) => {
                     // A posted closure runs in the runner's own task.
                     frame.set_task(frame.outer());
                     posts += 1;
-                    self.holder.held_by(None);
+                    self.book.held_by(None);
                     let ran = call.run();
-                    self.holder.released();
+                    self.book.released();
                     match ran {
                         Ran::Done => {}
                         Ran::Panicked(payload) => self.report_post_panic(payload),

@@ -50,7 +50,7 @@ use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
 use crate::task::{current_task, current_task_id, current_task_sink, reporting_panics, JoinHandle};
-use crate::watch::{LockKind, Noted, WaitOn};
+use crate::watch::{LockBook, LockKind, Noted, WaitOn};
 
 /// Data owned by a strand: an async mutex whose critical sections can run
 /// on the strand or in the caller's task, in one FIFO order.
@@ -148,8 +148,7 @@ impl<T: Send + 'static> Guarded<T> {
             shared: Shared::new(
                 crate::executor::home_of(&executor),
                 Slot(UnsafeCell::new(value)),
-                kind,
-                std::panic::Location::caller(),
+                LockBook::new(kind, std::panic::Location::caller()),
             ),
             _owner: Exec::new(executor),
         }
@@ -210,9 +209,9 @@ impl<T: Send + 'static> Guarded<T> {
             let me = current_task_id();
             let frame = Frame::new(core.id(), me, me);
             let entered = frame.enter();
-            core.holder.held_by(current_task());
+            core.book.held_by(current_task());
             let result = catch_unwind(AssertUnwindSafe(|| f(value)));
-            core.holder.released();
+            core.book.released();
             drop(entered);
             // SAFETY: this thread took the strand with `acquire_briefly`
             // and gives it up.
@@ -334,7 +333,7 @@ impl<T: Send + 'static> Guarded<T> {
     pub fn try_lock(&self) -> Option<Guard<'_, T>> {
         let core = &self.shared.core;
         core.try_acquire().then(|| {
-            core.holder.held_by(current_task());
+            core.book.held_by(current_task());
             Guard {
                 guarded: self,
                 _value: PhantomData,
@@ -500,7 +499,7 @@ impl LockState {
             LockState::Done => panic!("a lock request polled after it returned its guard"),
         }
         noted.done();
-        core.holder.held_by(current_task());
+        core.book.held_by(current_task());
         crate::coop::spend();
         Poll::Ready(match std::mem::replace(self, LockState::Done) {
             LockState::Waiting(waiter) => Some(waiter),
@@ -638,7 +637,7 @@ impl<T> DerefMut for OwnedGuard<T> {
 impl<T> Drop for OwnedGuard<T> {
     fn drop(&mut self) {
         let core = &self.guarded.shared.core;
-        core.holder.released();
+        core.book.released();
         // SAFETY: the guard owns the strand (see `deref`) and gives it up.
         unsafe { core.hand_on() };
     }
@@ -700,7 +699,7 @@ impl<T> DerefMut for Guard<'_, T> {
 impl<T> Drop for Guard<'_, T> {
     fn drop(&mut self) {
         let core = &self.guarded.shared.core;
-        core.holder.released();
+        core.book.released();
         // SAFETY: the guard owns the strand (see `deref`) and gives it up.
         unsafe { core.hand_on() };
     }

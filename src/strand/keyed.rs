@@ -21,7 +21,7 @@ use crate::executor::report;
 use crate::executor::{Exec, Executor};
 use crate::loom::lock_std as lock;
 use crate::task::{current_task_sink, reporting_panics, JoinHandle};
-use crate::watch::LockKind;
+use crate::watch::{LockBook, LockKind};
 
 /// Shards of the key map: keys spread over several locks, so submitters
 /// of different keys rarely meet.
@@ -245,7 +245,11 @@ impl<K: Hash + Eq + Clone> Keys<K> {
         let i = self.shard_of(key);
         let mut shard = lock(&self.shards[i]);
         let entry = shard.entry(key.clone()).or_insert_with(|| Entry {
-            strand: Shared::new(self.inner.clone(), (), LockKind::Keyed, location),
+            strand: Shared::new(
+                self.inner.clone(),
+                (),
+                LockBook::new(LockKind::Keyed, location),
+            ),
             live: 0,
         });
         entry.live += 1;

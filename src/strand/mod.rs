@@ -114,7 +114,7 @@ use crate::executor::{home_of, Admission, Exec, Executor, Internal, Runnable};
 use crate::section;
 use crate::spawn::impl_spawn;
 use crate::task::{current_task_id, spawn_or_reject, JoinHandle};
-use crate::watch::{HasHolder, HolderCell, LockKind};
+use crate::watch::{LockBook, LockKind};
 pub use guarded::{Guard, Guarded, Lock, LockOwned, OwnedGuard};
 pub use keyed::KeyedStrands;
 use queue::Item;
@@ -229,9 +229,9 @@ impl Strand {
     /// ```
     #[track_caller]
     pub fn new<E: Executor + Clone>(executor: E) -> Strand {
-        let location = std::panic::Location::caller();
+        let book = LockBook::new(LockKind::Strand, std::panic::Location::caller());
         Strand {
-            shared: Shared::new(home_of(&executor), (), LockKind::Strand, location),
+            shared: Shared::new(home_of(&executor), (), book),
             _owner: Exec::new(executor),
         }
     }
@@ -391,14 +391,9 @@ pub(crate) struct Shared<D> {
 }
 
 impl<D: Send + Sync + 'static> Shared<D> {
-    pub(crate) fn new(
-        inner: Exec,
-        data: D,
-        kind: LockKind,
-        location: &'static std::panic::Location<'static>,
-    ) -> Arc<Self> {
+    pub(crate) fn new(inner: Exec, data: D, book: LockBook) -> Arc<Self> {
         Arc::new_cyclic(|me| Shared {
-            core: Core::new(me, inner, kind, location),
+            core: Core::new(me, inner, book),
             data,
         })
     }
@@ -423,12 +418,6 @@ impl<D: Send + Sync + 'static> Shared<D> {
         F::Output: Send + 'static,
     {
         spawn_or_reject(Exec(self.clone()), future, self.core.admit())
-    }
-}
-
-impl<D: Send + Sync + 'static> HasHolder for Shared<D> {
-    fn holder_cell(&self) -> &HolderCell {
-        &self.core.holder
     }
 }
 
