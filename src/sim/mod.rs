@@ -230,26 +230,29 @@ thread_local! {
     static WORKER: Cell<(*const Shared, usize)> = const { Cell::new((std::ptr::null(), 0)) };
 }
 
-/// The running simulation's executor, on its thread.
-pub(crate) fn active_exec() -> Option<Exec> {
+/// `f` of the simulation running on this thread, if one is (and the
+/// thread's locals are not being destroyed).
+fn with_active<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> Option<R> {
     ACTIVE
-        .try_with(|a| a.borrow().clone().map(|s| Exec(s)))
+        .try_with(|a| a.borrow().as_ref().map(f))
         .ok()
         .flatten()
 }
 
+/// The running simulation's executor, on its thread.
+pub(crate) fn active_exec() -> Option<Exec> {
+    with_active(|s| Exec(s.clone()))
+}
+
 /// The running simulation's clock, on its thread.
 pub(crate) fn active_timer() -> Option<Timer> {
-    ACTIVE
-        .try_with(|a| a.borrow().as_ref().map(|s| s.timer.clone()))
-        .ok()
-        .flatten()
+    with_active(|s| s.timer.clone())
 }
 
 /// Inside a simulation, [`crate::block_on`] of `fut`: the simulation runs
 /// while `fut` waits. `Err(fut)` outside any simulation.
 pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
-    let Some(shared) = ACTIVE.try_with(|a| a.borrow().clone()).ok().flatten() else {
+    let Some(shared) = with_active(Arc::clone) else {
         return Err(fut);
     };
     Ok(crate::signal::poll_to_end(
@@ -485,7 +488,7 @@ impl Simulation {
 
     /// Simulated time since the world began.
     pub fn elapsed(&self) -> Duration {
-        Duration::from_nanos(self.shared.timer.now_nanos())
+        Duration::from_nanos(self.shared.timer.now_ns())
     }
 
     /// Steps taken so far in this world: task polls and moves of the

@@ -352,11 +352,6 @@ impl Timer {
             .min()
     }
 
-    /// The clock's reading, in nanoseconds since its origin.
-    pub(crate) fn now_nanos(&self) -> u64 {
-        self.now_ns()
-    }
-
     /// Moves a manual clock to `at` (never back) and fires what is due,
     /// all of it, in the order `below` picks: `below(n)` is an index less
     /// than `n`, and the due timers are shuffled with it before any fires
@@ -626,7 +621,8 @@ impl Timer {
         Interval::new(self.clone(), self.inner().clock.at(start), period)
     }
 
-    fn now_ns(&self) -> u64 {
+    /// The clock's reading, in nanoseconds since its origin.
+    pub(crate) fn now_ns(&self) -> u64 {
         self.inner().clock.now()
     }
 
@@ -733,8 +729,8 @@ impl fmt::Debug for Timer {
     }
 }
 
-/// Waits for `duration` on the [global timer](Timer::global) (the simulated clock inside a
-/// [simulation](crate::sim)).
+/// Waits for `duration` on the [global timer](Timer::global) (the
+/// simulated clock inside a [simulation](crate::sim)).
 ///
 /// # Examples
 ///
@@ -749,8 +745,8 @@ pub fn sleep(duration: Duration) -> Sleep {
     Timer::ambient().sleep(duration)
 }
 
-/// Waits until `deadline` on the [global timer](Timer::global) (the simulated clock inside a
-/// [simulation](crate::sim)).
+/// Waits until `deadline` on the [global timer](Timer::global) (the
+/// simulated clock inside a [simulation](crate::sim)).
 ///
 /// # Examples
 ///

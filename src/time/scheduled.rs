@@ -411,8 +411,8 @@ mod sealed {
 }
 
 /// Timed tasks on every executor, on the [global timer](Timer::global)
-/// (the simulated clock inside a [simulation](crate::sim)): boost's `scheduler.on(ex).after(d).submit(f)` reads
-/// `ex.execute_after(d, f)`.
+/// (the simulated clock inside a [simulation](crate::sim)): boost's
+/// `scheduler.on(ex).after(d).submit(f)` reads `ex.execute_after(d, f)`.
 ///
 /// Implemented for every [`Executor`] that is `Clone`; sealed. For a
 /// [manual](Timer::manual) timer, call the methods of the same names on
