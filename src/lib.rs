@@ -326,6 +326,7 @@
 //! | `guarded.with(f).await` | `f` cannot run on the spot (the caller is not on the strand's executor), so it is queued as a task there and the caller is woken when it is done: a round trip |
 //! | `handle.then(f)`, `and_then` | each step is a task on the handle's executor |
 //! | `pool.run(f).await` | a task on the pool; the tokio worker is free meanwhile |
+//! | a viaduct task on `TokioExecutor` | every wake-up is a tokio task of its own (an allocation and tokio's bookkeeping): fine for a hop or a short job; for a long-lived task woken often (a connection), spawn it on tokio and keep its handle (`examples/chat.rs` keeps such handles in a [`JoinSet`]) |
 //! | `viaduct::time::sleep(d).await` | an entry in viaduct's timer wheel; works under any runtime |
 //! | `pool.scope(..)`, `handle.join()`, [`block_on`] | block the calling thread until done: call them on the pool (`pool.run(..)`) or in `spawn_blocking`, not on a tokio worker |
 //!
@@ -355,7 +356,7 @@
 //! `examples/chat.rs` puts it together: a TCP chat server on tokio's I/O,
 //! rooms in `Guarded`, digests on a viaduct pool with a continuation into
 //! the room, idle timeouts and a stats job on viaduct's timers, and the
-//! connections in a `JoinSet` stopped by one token.
+//! connections (tokio tasks) in a `JoinSet` stopped by one token.
 //!
 //! # Testing with the simulation
 //!

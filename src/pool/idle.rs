@@ -5,7 +5,9 @@
 //! - A worker is in one of three states: *busy* (running or about to run a
 //!   task it found), *searching* (out of local work, looking at the injector
 //!   and the other workers' queues) or *sleeping* (on the sleepers list,
-//!   parked).
+//!   parked). A searcher that finds nothing looks again a few dozen
+//!   times, yielding its thread in between, before it goes to sleep
+//!   (`IDLE_ROUNDS` in `worker.rs`): it stays searching all the while.
 //! - `searching` counts searching workers; `sleeping` counts workers on the
 //!   sleepers list and changes only under the list's lock.
 //! - Whoever makes work visible to other workers calls [`Idle::notify_one`]

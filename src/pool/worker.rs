@@ -37,6 +37,15 @@ const SHARE_EVERY: Duration = Duration::from_millis(1);
 /// millions of joins a second.
 const MAX_JOINS_PER_LOOK: u32 = 4096;
 
+/// How many times a worker out of work yields its thread and looks again
+/// before it goes to sleep. A sleeping worker costs whoever brings it work
+/// a futex wake-up, and the worker a context switch, on the path of that
+/// work; a pool fed from another runtime's threads (a digest per request,
+/// say) pays that on every request when it parks at once. Yielding, not
+/// spinning, gives the core to any thread that has work (rayon yields the
+/// same way). Loom models do not spin.
+const IDLE_ROUNDS: u32 = if cfg!(loom) { 0 } else { 64 };
+
 /// A worker's own queues, made before its thread starts so that the pool
 /// can hold their stealers.
 pub(crate) struct Queues {
@@ -345,9 +354,11 @@ impl WorkerCtx {
         let idle = &self.shared.idle;
         let stats = &self.shared.stats[self.index];
         let mut searching = false;
+        let mut rounds = 0;
         loop {
             if !searching {
                 idle.start_searching();
+                searching = true;
             }
             if let Some(job) = self.steal() {
                 // The last searcher to find work passes the search on, but
@@ -366,6 +377,13 @@ impl WorkerCtx {
                 let _ = idle.stop_searching();
                 return if until() { Found::Until } else { Found::Exit };
             }
+            if rounds < IDLE_ROUNDS {
+                // Still counted as searching, so work pushed meanwhile
+                // wakes nobody: this worker finds it.
+                rounds += 1;
+                std::thread::yield_now();
+                continue;
+            }
             idle.announce_sleep(self.index);
             if self.shared.has_visible_work() || until() || exit() {
                 searching = idle.cancel_sleep(self.index) == Woken::ByNotify;
@@ -374,6 +392,7 @@ impl WorkerCtx {
             WorkerStats::bump(&stats.parked);
             trace_event!(worker = self.index, "park");
             idle.park(self.index);
+            rounds = 0;
             searching = idle.cancel_sleep(self.index) == Woken::ByNotify;
         }
     }
