@@ -26,6 +26,7 @@
 //! cargo run --release --example chat                     # 3 s
 //! cargo run --release --example chat -- --secs 0.5       # shorter (CI)
 //! cargo run --release --example chat -- --compare        # against plain tokio
+//! cargo run --release --example chat -- --compare --rounds 5
 //! ```
 
 use std::future::Future;
@@ -91,7 +92,11 @@ impl Executor for TokioExecutor {
 }
 
 /// A tokio task in a viaduct [`JoinSet`]: the set awaits it as it awaits
-/// its own tasks, and aborting or dropping the set aborts the tokio task.
+/// its own tasks, and aborting or dropping the set asks tokio to cancel
+/// it. Unlike a viaduct task's, that cancel is not waited for: tokio drops
+/// the task later, on one of its workers, so when the set's `shutdown`
+/// returns the connection may still hold its socket. This server stops
+/// its connections with a token and joins them instead.
 ///
 /// Why not run the connection as a viaduct task on [`TokioExecutor`]: each
 /// wake-up of such a task is a tokio task of its own (an allocation and
@@ -107,6 +112,8 @@ impl<T> Future for OnTokio<T> {
             Ok(value) => Poll::Ready(value),
             // The set reports it as the task's panic.
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Nothing else can cancel it: its `JoinHandle` never leaves
+            // this wrapper, and dropping the wrapper ends the poll too.
             Err(_) => panic!("tokio cancelled the task: its runtime shut down"),
         }
     }
@@ -536,9 +543,14 @@ impl Settings {
         assert!(secs > 0.0, "--secs must be positive");
         let rounds: usize = arg(&args, "--rounds", "a whole number").unwrap_or(3);
         assert!(rounds > 0, "--rounds must be at least 1");
+        let compare = args.iter().any(|a| a == "--compare");
+        assert!(
+            compare || !args.iter().any(|a| a == "--rounds"),
+            "--rounds counts the rounds of --compare: add --compare"
+        );
         Settings {
             secs,
-            compare: args.iter().any(|a| a == "--compare"),
+            compare,
             rounds,
         }
     }

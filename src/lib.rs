@@ -326,7 +326,7 @@
 //! | `guarded.with(f).await` | `f` cannot run on the spot (the caller is not on the strand's executor), so it is queued as a task there and the caller is woken when it is done: a round trip |
 //! | `handle.then(f)`, `and_then` | each step is a task on the handle's executor |
 //! | `pool.run(f).await` | a task on the pool; the tokio worker is free meanwhile |
-//! | a viaduct task on `TokioExecutor` | every wake-up is a tokio task of its own (an allocation and tokio's bookkeeping): fine for a hop or a short job; for a long-lived task woken often (a connection), spawn it on tokio and keep its handle (`examples/chat.rs` keeps such handles in a [`JoinSet`]) |
+//! | a viaduct task on `TokioExecutor` | every wake-up is a tokio task of its own (an allocation and tokio's bookkeeping): fine for a hop or a short job; for a long-lived task woken often (a connection), spawn it on tokio and keep its handle (`examples/chat.rs` keeps such handles in a [`JoinSet`]; aborting one only asks tokio to cancel the task, it does not wait for it to end) |
 //! | `viaduct::time::sleep(d).await` | an entry in viaduct's timer wheel; works under any runtime |
 //! | `pool.scope(..)`, `handle.join()`, [`block_on`] | block the calling thread until done: call them on the pool (`pool.run(..)`) or in `spawn_blocking`, not on a tokio worker |
 //!

@@ -43,8 +43,8 @@ const MAX_JOINS_PER_LOOK: u32 = 4096;
 /// work; a pool fed from another runtime's threads (a digest per request,
 /// say) pays that on every request when it parks at once. Yielding, not
 /// spinning, gives the core to any thread that has work (rayon yields the
-/// same way). Loom models do not spin.
-const IDLE_ROUNDS: u32 = if cfg!(loom) { 0 } else { 64 };
+/// same way).
+const IDLE_ROUNDS: u32 = 64;
 
 /// A worker's own queues, made before its thread starts so that the pool
 /// can hold their stealers.
@@ -374,14 +374,21 @@ impl WorkerCtx {
             }
             let exit = || outermost && self.shared.should_exit();
             if until() || exit() {
-                let _ = idle.stop_searching();
+                // Work pushed while this worker searched woke nobody: if it
+                // was the last searcher, someone else must look for it.
+                if idle.stop_searching() {
+                    fence(SeqCst);
+                    if self.shared.has_visible_work() {
+                        idle.notify_one();
+                    }
+                }
                 return if until() { Found::Until } else { Found::Exit };
             }
             if rounds < IDLE_ROUNDS {
                 // Still counted as searching, so work pushed meanwhile
                 // wakes nobody: this worker finds it.
                 rounds += 1;
-                std::thread::yield_now();
+                thread::yield_now();
                 continue;
             }
             idle.announce_sleep(self.index);
