@@ -12,9 +12,10 @@
 //!   sleepers list and changes only under the list's lock.
 //! - Whoever makes work visible to other workers calls [`Idle::notify_one`]
 //!   after the push. It wakes a sleeper only when nobody is searching: a
-//!   searcher will find the work, and a searcher that finds work and was the
-//!   last one wakes a successor (see [`Idle::stop_searching`]), so a burst
-//!   of pushes costs one wake-up, not one per push.
+//!   searcher will find the work, and the last searcher to stop (having
+//!   found work, or leaving to end a wait or exit) wakes a successor if
+//!   work is in sight (see [`Idle::stop_searching`]), so a burst of pushes
+//!   costs one wake-up, not one per push.
 //! - A notifier that wakes a sleeper counts it as searching *for* it, under
 //!   the lock, so two notifiers never both see "nobody searching" and wake
 //!   two workers for one task.
@@ -112,12 +113,18 @@ impl Idle {
         self.searching.fetch_add(1, SeqCst);
     }
 
-    /// The calling worker stops searching. Returns `true` if it was the
-    /// last searcher: it found work, so there may be more, and it should
-    /// call [`notify_one`](Idle::notify_one) to pass the search on.
-    #[must_use]
-    pub(crate) fn stop_searching(&self) -> bool {
-        self.searching.fetch_sub(1, SeqCst) == 1
+    /// The calling worker stops searching (it found work, or leaves for
+    /// a wait's condition or to exit). The last searcher to stop passes
+    /// the search on if `work_in_sight()`: work pushed while it searched
+    /// woke nobody. Only then: waking a worker for an empty queue costs a
+    /// syscall and buys a sleep.
+    pub(crate) fn stop_searching(&self, work_in_sight: impl FnOnce() -> bool) {
+        if self.searching.fetch_sub(1, SeqCst) == 1 {
+            fence(SeqCst);
+            if work_in_sight() {
+                self.notify_one();
+            }
+        }
     }
 
     /// Searching worker `i`, having found nothing, goes on the sleepers
@@ -262,7 +269,7 @@ mod loom_model {
                     loop {
                         if work.swap(0, SeqCst) == 1 {
                             if searching {
-                                let _ = idle.stop_searching();
+                                idle.stop_searching(|| work.load(SeqCst) != 0);
                             }
                             break;
                         }
@@ -317,11 +324,8 @@ mod loom_model {
                             done.fetch_add(1, SeqCst);
                             // As the pool does: the last searcher to find
                             // work wakes another only if more work is visible.
-                            if searching && idle.stop_searching() {
-                                fence(SeqCst);
-                                if work.load(SeqCst) > 0 {
-                                    idle.notify_one();
-                                }
+                            if searching {
+                                idle.stop_searching(|| work.load(SeqCst) > 0);
                             }
                             searching = false;
                             continue;
@@ -340,7 +344,7 @@ mod loom_model {
                         searching = idle.cancel_sleep(i) == Woken::ByNotify;
                     }
                     if searching {
-                        let _ = idle.stop_searching();
+                        idle.stop_searching(|| work.load(SeqCst) > 0);
                     }
                     // Whoever takes the last unit wakes the other worker to exit.
                     idle.notify_all();

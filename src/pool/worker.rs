@@ -3,7 +3,6 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::sync::atomic::{fence, Ordering::*};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -355,33 +354,19 @@ impl WorkerCtx {
         let stats = &self.shared.stats[self.index];
         let mut searching = false;
         let mut rounds = 0;
+        let work_in_sight = || self.shared.has_visible_work();
         loop {
             if !searching {
                 idle.start_searching();
                 searching = true;
             }
             if let Some(job) = self.steal() {
-                // The last searcher to find work passes the search on, but
-                // only if there is more work to find: waking a worker for
-                // an empty queue costs a syscall and buys a sleep.
-                if idle.stop_searching() {
-                    fence(SeqCst);
-                    if self.shared.has_visible_work() {
-                        idle.notify_one();
-                    }
-                }
+                idle.stop_searching(work_in_sight);
                 return Found::Job(job);
             }
             let exit = || outermost && self.shared.should_exit();
             if until() || exit() {
-                // Work pushed while this worker searched woke nobody: if it
-                // was the last searcher, someone else must look for it.
-                if idle.stop_searching() {
-                    fence(SeqCst);
-                    if self.shared.has_visible_work() {
-                        idle.notify_one();
-                    }
-                }
+                idle.stop_searching(work_in_sight);
                 return if until() { Found::Until } else { Found::Exit };
             }
             if rounds < IDLE_ROUNDS {
