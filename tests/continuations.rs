@@ -8,6 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 
 use futures::channel::oneshot;
+#[allow(dead_code)] // only `within` is used here
+mod support;
+use support::within;
 use viaduct::{
     block_on, hop_to, try_hop_to, ExecutorExt, Inline, JoinHandle, ManualExecutor, RejectReason,
     Strand, TaskError, ThreadPool, ViaExt,
@@ -475,6 +478,100 @@ fn aborting_a_long_waiting_chain_cancels_all_of_it() {
     manual.run_until_idle();
     assert_eq!(ran.load(SeqCst), 0);
     assert!(block_on(h).unwrap_err().is_cancelled());
+}
+
+// ---------------------------------------------------------------- when a step starts
+
+/// A step's task is first run when the step before has ended, not when it
+/// is chained: the executor runs nothing for steps still waiting.
+#[test]
+fn a_step_is_not_run_before_the_step_before_ends() {
+    let manual = ManualExecutor::new();
+    let ran = counters(5);
+    let (gate, rx) = oneshot::channel();
+    let end = five_steps(&manual, rx, &ran);
+    assert_eq!(manual.run_until_idle(), 1, "only step 1 runs, and waits");
+    assert_eq!(manual.run_until_idle(), 0);
+    gate.send(()).unwrap();
+    // Step 1 again, then each step once, started by the one before.
+    assert_eq!(manual.run_until_idle(), 5);
+    assert_eq!(counts(&ran), [1, 1, 1, 1, 1]);
+    assert_eq!(block_on(end).unwrap(), 5);
+}
+
+/// The step before often ends while `then` is chaining onto it: every
+/// value still arrives once, in its own step, and every value is dropped
+/// once.
+#[test]
+fn a_step_gets_its_input_when_the_step_before_ends_while_it_is_chained() {
+    within("chained while ending", || {
+        struct Counted(u64, Arc<AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.1.fetch_add(1, SeqCst);
+            }
+        }
+        let pool = ThreadPool::builder().threads(2).build().unwrap();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        const N: u64 = 20_000;
+        let steps: Vec<_> = (0..N)
+            .map(|i| {
+                let d = dropped.clone();
+                pool.run(move || Counted(i, d)).then(|c| c.0 * 2)
+            })
+            .collect();
+        for (i, step) in steps.into_iter().enumerate() {
+            assert_eq!(block_on(step).unwrap(), i as u64 * 2);
+        }
+        assert_eq!(dropped.load(SeqCst), N as usize);
+    });
+}
+
+/// Aborting a step whose step before never runs ends it on its own pool
+/// at once: it does not wait for the step before to end.
+#[test]
+fn an_aborted_step_ends_without_waiting_for_the_step_before() {
+    within("abort unstarted", || {
+        let manual = ManualExecutor::new();
+        let pool = pool("abort-unstarted");
+        let first = manual.spawn(std::future::pending::<u8>());
+        let first_abort = first.abort_handle();
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        let step = first.via(&pool).then(move |x| {
+            r.store(true, SeqCst);
+            x
+        });
+        let step_abort = step.abort_handle();
+        step.abort();
+        // The step's future is dropped on the pool, unpolled.
+        while !step_abort.is_finished() {
+            thread::yield_now();
+        }
+        manual.run_until_idle();
+        assert!(first_abort.is_finished());
+        assert!(!ran.load(SeqCst));
+        assert!(block_on(step).unwrap_err().is_cancelled());
+    });
+}
+
+/// A step chained onto a handle that is already over (a refusal, a value
+/// ready on the spot, an aborted task) starts at once.
+#[test]
+fn a_step_after_a_handle_already_over_starts_at_once() {
+    within("over already", || {
+        let manual = ManualExecutor::new();
+        let closed = ManualExecutor::new();
+        closed.close();
+        let refused = closed.run(|| 1u8).via(&manual).then_try(|r| r.is_err());
+        let aborted = manual.spawn(std::future::pending::<u8>());
+        aborted.abort();
+        let after_abort = aborted.then_try(|r| r.unwrap_err().is_cancelled());
+        // The aborted task's future is dropped, and the two steps run.
+        assert_eq!(manual.run_until_idle(), 3);
+        assert!(block_on(refused).unwrap());
+        assert!(block_on(after_abort).unwrap());
+    });
 }
 
 // ---------------------------------------------------------------- hop_to

@@ -424,3 +424,67 @@ fn a_task_lists_its_lock_then_its_timers_on_any_timer_and_a_dropped_sleep_leaves
         assert_eq!(viaduct::block_on(value.with(|v| *v)).unwrap(), 0);
     });
 }
+
+/// A continuation whose step before has not ended has not started, yet
+/// waits: it is listed as waiting on that step, whether it was chained
+/// from outside the pool or from one of its tasks, and a cycle through it
+/// is a deadlock like any other.
+#[test]
+fn a_step_not_started_is_listed_waiting_on_the_step_before() {
+    within("steps", || {
+        let pool = pool("steps", 2);
+        let first = pool.spawn(pending::<u8>());
+        let first_id = first.id().unwrap();
+        let outside = first.then(|x| x);
+        let p = pool.clone();
+        let inside = pool.spawn(async move {
+            let first = p.spawn(pending::<u8>());
+            let id = first.id().unwrap();
+            (id, first.then(|x| x))
+        });
+        let (inside_first, inside) = viaduct::block_on(inside).unwrap();
+        for (step, before) in [(&outside, first_id), (&inside, inside_first)] {
+            let dump = dump_when(&pool, |d| listed(d, &[step.id()]));
+            let entry = dump.task(step.id().unwrap()).unwrap();
+            assert_eq!(entry.state(), &TaskState::Waiting, "{dump}");
+            assert!(
+                matches!(entry.waits_on(), [WaitsOn::Task(id)] if *id == before),
+                "{dump}"
+            );
+        }
+        outside.abort();
+        inside.abort();
+
+        // A task holds a value and awaits a step whose step before waits
+        // for that value: three tasks in one cycle.
+        let value = Guarded::new(pool.clone(), 0);
+        let (held, is_held) = mpsc::channel::<()>();
+        let (send_step, step_rx) = mpsc::channel::<viaduct::JoinHandle<()>>();
+        let step_rx = std::sync::Mutex::new(step_rx);
+        let v = value.clone();
+        let holder = pool.spawn(async move {
+            let _guard = v.lock().await;
+            held.send(()).unwrap();
+            let step = viaduct::Inline.run(move || step_rx.lock().unwrap().recv().unwrap());
+            let _ = step.await.unwrap().await;
+        });
+        is_held.recv().unwrap();
+        let v = value.clone();
+        let before = pool.spawn(async move {
+            let _ = v.lock().await;
+        });
+        let before_id = before.id().unwrap();
+        let step = before.then(|()| ());
+        let step_id = step.id().unwrap();
+        send_step.send(step).unwrap();
+        let dump = dump_when(&pool, |d| !d.deadlocks().is_empty());
+        let deadlocks = dump.deadlocks();
+        assert_eq!(deadlocks.len(), 1, "{dump}");
+        let mut tasks: Vec<_> = deadlocks[0].steps().iter().map(|s| s.task()).collect();
+        tasks.sort();
+        let mut expected = vec![holder.id().unwrap(), before_id, step_id];
+        expected.sort();
+        assert_eq!(tasks, expected, "{dump}");
+        holder.abort();
+    });
+}

@@ -93,7 +93,8 @@ fn check(what: &str, pool: &ThreadPool, mut cycle: impl FnMut(usize, Arc<AtomicU
 }
 
 #[test]
-fn strand_types_tokens_sets_scopes_and_simulations_leave_the_heap_flat_over_ten_thousand_cycles() {
+fn strand_types_chains_tokens_sets_scopes_and_simulations_leave_the_heap_flat_over_ten_thousand_cycles(
+) {
     within("leaks", || {
         let pool = ThreadPool::builder()
             .threads(1)
@@ -187,6 +188,41 @@ fn strand_types_tokens_sets_scopes_and_simulations_leave_the_heap_flat_over_ten_
             assert!(block_on(parked).unwrap_err().is_cancelled());
             bump(ran)();
         });
+
+        // Continuations: run to their end, and aborted before they start
+        // (the step holds its task until then, and its task the step).
+        check("a chain run to its end", &pool, |i, ran| {
+            let bump = bump(ran);
+            let chain = pool.run(move || i).then(|i| i + 1).then(move |_| bump());
+            block_on(chain).unwrap();
+        });
+        check("a chain aborted before it started", &pool, |_, ran| {
+            let parked = pool.spawn(std::future::pending::<u8>());
+            let chain = parked.then(|x| x).then(|x| x);
+            let step = chain.abort_handle();
+            chain.abort();
+            while !step.is_finished() {
+                std::thread::yield_now();
+            }
+            bump(ran)();
+        });
+        check(
+            "a detached chain whose first step is aborted",
+            &pool,
+            |_, ran| {
+                let parked = pool.spawn(std::future::pending::<u8>());
+                let first = parked.abort_handle();
+                let ended = ran.load(SeqCst) + 1;
+                let bump = bump(ran.clone());
+                drop(parked.then(|x| x).then_try(move |_| bump()));
+                first.abort();
+                // One chain at a time: thousands waiting at once would only
+                // measure how many the books held at the peak.
+                while ran.load(SeqCst) < ended {
+                    std::thread::yield_now();
+                }
+            },
+        );
 
         // A simulated world: strands, timers and tasks, run to the end
         // and dropped; and one dropped with a task parked on its clock.

@@ -476,6 +476,28 @@ fn a_closed_simulation_refuses_and_a_dropped_one_cancels_its_tasks() {
     });
 }
 
+/// A step of the world waiting on a task outside it, which never runs:
+/// the world counts it, and its end cancels it, the step before too.
+#[test]
+fn ending_a_world_cancels_its_steps_still_waiting_for_their_input() {
+    within("unstarted step", || {
+        let sim = Simulation::new(13);
+        let outside = viaduct::ManualExecutor::new();
+        let before = outside.spawn(std::future::pending::<u8>());
+        let before_abort = before.abort_handle();
+        let step = before.via(&sim.executor()).then(|x| x);
+        let step_abort = step.abort_handle();
+        let outcome = sim.block_on(std::future::pending::<()>());
+        assert!(matches!(outcome, Err(SimError::Deadlock(_))), "{outcome:?}");
+        drop(sim);
+        // Over, its future dropped: not merely marked aborted.
+        assert!(step_abort.is_finished());
+        assert!(viaduct::block_on(step).unwrap_err().is_cancelled());
+        outside.run_until_idle();
+        assert!(before_abort.is_finished());
+    });
+}
+
 #[test]
 fn timers_due_together_fire_in_a_seeded_order() {
     within("timer order", || {
