@@ -8,7 +8,11 @@
 //! - then chain: 100,000 steps alternating between the two executors, each
 //!   adding one to the value before. viaduct: `h.via(&other).then(|x| x + 1)`.
 //!   tokio and async-executor: each step a task spawned on the other
-//!   executor that awaits the previous step's handle.
+//!   executor that awaits the previous step's handle. The first step
+//!   returns at once, so the chain runs while it is being built.
+//! - then chain built ahead: the same, but the first step waits until the
+//!   whole chain is built (the way a pipeline is set up before its input
+//!   arrives).
 //!
 //! `cargo bench --bench continuations` prints ns per hop and per step (the
 //! median of the timed rounds, interleaved across the runtimes after a
@@ -18,6 +22,7 @@
 //! timed rounds (default 5 for hops, at most 3 for chains); `BENCH_ONLY`
 //! runs only the workloads whose name contains it.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -36,8 +41,9 @@ const WARM_UP: u64 = 10_000;
 trait Pair {
     /// `n` hops of one task between the two (`n` even).
     fn hops(&self, n: u64);
-    /// An `n`-step chain alternating between the two.
-    fn chain(&self, n: u64);
+    /// An `n`-step chain alternating between the two; its first step
+    /// waits for `gate`, opened once the chain is built.
+    fn chain(&self, n: u64, gate: Gate);
 }
 
 struct Viaduct {
@@ -67,13 +73,18 @@ impl Pair for Viaduct {
         viaduct::block_on(task).unwrap();
     }
 
-    fn chain(&self, n: u64) {
-        let mut h = self.a.run(|| 0u64);
+    fn chain(&self, n: u64, gate: Gate) {
+        let (open, first) = gate.split();
+        let mut h = self.a.spawn(async move {
+            first.await;
+            0u64
+        });
         for i in 0..n {
             h = h
                 .via(if i % 2 == 0 { &self.b } else { &self.a })
                 .then(|x| x + 1);
         }
+        open();
         assert_eq!(viaduct::block_on(h).unwrap(), n);
     }
 }
@@ -120,12 +131,17 @@ impl Pair for Tokio {
         futures::executor::block_on(task).unwrap();
     }
 
-    fn chain(&self, n: u64) {
-        let mut h = self.a.spawn(async { 0u64 });
+    fn chain(&self, n: u64, gate: Gate) {
+        let (open, first) = gate.split();
+        let mut h = self.a.spawn(async move {
+            first.await;
+            0u64
+        });
         for i in 0..n {
             let on = if i % 2 == 0 { &self.b } else { &self.a };
             h = on.spawn(async move { h.await.unwrap() + 1 });
         }
+        open();
         assert_eq!(futures::executor::block_on(h).unwrap(), n);
     }
 }
@@ -167,13 +183,47 @@ impl Pair for AsyncExecutor {
         futures::executor::block_on(task);
     }
 
-    fn chain(&self, n: u64) {
-        let mut h = self.a.spawn(async { 0u64 });
+    fn chain(&self, n: u64, gate: Gate) {
+        let (open, first) = gate.split();
+        let mut h = self.a.spawn(async move {
+            first.await;
+            0u64
+        });
         for i in 0..n {
             let on = if i % 2 == 0 { &self.b } else { &self.a };
             h = on.spawn(async move { h.await + 1 });
         }
+        open();
         assert_eq!(futures::executor::block_on(h), n);
+    }
+}
+
+/// Whether a chain's first step waits until the chain is built.
+#[derive(Clone, Copy)]
+enum Gate {
+    Open,
+    Ahead,
+}
+
+impl Gate {
+    /// What opens the gate, and what the first step awaits.
+    fn split(self) -> (impl FnOnce(), impl Future<Output = ()> + Send + 'static) {
+        let (tx, rx) = oneshot::channel::<()>();
+        let tx = match self {
+            Gate::Open => {
+                let _ = tx.send(());
+                None
+            }
+            Gate::Ahead => Some(tx),
+        };
+        let open = move || {
+            if let Some(tx) = tx {
+                let _ = tx.send(());
+            }
+        };
+        (open, async move {
+            let _ = rx.await;
+        })
     }
 }
 
@@ -218,7 +268,7 @@ fn main() {
     let hop_rounds = rounds;
     let chain_rounds = rounds.min(3);
     type Workload = (String, fn(&dyn Pair, u64), u64, usize);
-    let workloads: [Workload; 2] = [
+    let workloads: [Workload; 3] = [
         (
             format!(
                 "hop ping-pong, {hop_rounds} x {} hops",
@@ -230,7 +280,13 @@ fn main() {
         ),
         (
             format!("then chain, {chain_rounds} x {STEPS} steps"),
-            |p, n| p.chain(n),
+            |p, n| p.chain(n, Gate::Open),
+            STEPS,
+            chain_rounds,
+        ),
+        (
+            format!("then chain built ahead, {chain_rounds} x {STEPS}"),
+            |p, n| p.chain(n, Gate::Ahead),
             STEPS,
             chain_rounds,
         ),

@@ -60,13 +60,9 @@ use crate::watch::{self, Books, Holder, LockBook, LockKind, WaitOn};
 /// found them.
 ///
 /// A task is listed once it has been polled: while it runs, and after its
-/// first poll that did not finish it. A continuation (see
-/// [`JoinHandle::then`](crate::JoinHandle::then)) is listed from the
-/// moment it is chained, waiting on the step before it, which it does
-/// until that step ends (it is not polled before). Other tasks accepted
-/// but never started yet are only counted
-/// ([`not_started`](TaskDump::not_started)); they hold nothing and wait on
-/// nothing.
+/// first poll that did not finish it. Tasks accepted but never started yet
+/// are only counted ([`not_started`](TaskDump::not_started)); they hold
+/// nothing and wait on nothing.
 #[derive(Clone, Debug)]
 pub struct TaskDump {
     pool: String,

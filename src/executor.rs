@@ -258,24 +258,12 @@ pub trait Executor: Send + Sync + 'static {
     fn lock_book(&self, _: Internal) -> Option<LockRef> {
         None
     }
-
-    /// Sealed: the books of the pool this executor's tasks are polled on,
-    /// if viaduct's own (for task dumps: a continuation that has not
-    /// started is booked there).
-    #[doc(hidden)]
-    fn task_books(&self, _: Internal) -> Option<BooksRef> {
-        None
-    }
 }
 
 /// A strand's record of who holds it, as [`Executor::lock_book`] hands it
 /// out; opaque.
 #[doc(hidden)]
 pub struct LockRef(pub(crate) Arc<crate::watch::LockBook>);
-
-/// A pool's task books, as [`Executor::task_books`] hands them out; opaque.
-#[doc(hidden)]
-pub struct BooksRef(pub(crate) Arc<crate::watch::Books>);
 
 /// What only viaduct can name: the key to [`Executor`]'s sealed methods.
 #[derive(Clone, Copy)]
@@ -613,9 +601,6 @@ impl Executor for Exec {
     fn lock_book(&self, key: Internal) -> Option<LockRef> {
         self.0.lock_book(key)
     }
-    fn task_books(&self, key: Internal) -> Option<BooksRef> {
-        self.0.task_books(key)
-    }
 }
 
 /// What [`Exec::new`] erases: the user's handle, and the handle its tasks
@@ -649,9 +634,6 @@ impl<E: Executor> Executor for Erased<E> {
     }
     fn lock_book(&self, key: Internal) -> Option<LockRef> {
         self.executor.lock_book(key)
-    }
-    fn task_books(&self, key: Internal) -> Option<BooksRef> {
-        self.executor.task_books(key)
     }
 }
 
@@ -850,14 +832,6 @@ impl TaskInfo {
     /// ```
     pub fn location(&self) -> &'static Location<'static> {
         self.location
-    }
-
-    /// What a task awaiting this one waits on, as dumps see it.
-    pub(crate) fn awaited(&self) -> crate::watch::WaitOn {
-        crate::watch::WaitOn::Task {
-            id: self.id,
-            queued_on: self.with_executor(|ex| ex.lock_book(INTERNAL)).map(|b| b.0),
-        }
     }
 
     /// The executor the task is scheduled on now.

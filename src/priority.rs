@@ -61,8 +61,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
 use crate::error::RejectReason;
+use crate::executor::Runnable;
 use crate::executor::{home_of, Admission, Exec, Executor, Internal, INTERNAL};
-use crate::executor::{BooksRef, Runnable};
 use crate::spawn::impl_spawn;
 use crate::task::{create_daemon, spawn_or_reject, Daemon, JoinHandle};
 use crate::task_id::TaskKind;
@@ -473,9 +473,6 @@ impl Executor for Level {
     }
     fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
         self.shared.admission(wait, key)
-    }
-    fn task_books(&self, key: Internal) -> Option<BooksRef> {
-        self.shared.inner.task_books(key)
     }
 }
 

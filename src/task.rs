@@ -29,7 +29,7 @@ use crate::error::{drop_payload, ByValue, Panic, PanicPayload, RejectReason, Tas
 use crate::executor::INTERNAL;
 use crate::executor::{report, Admission, Exec, Executor, Failure, Runnable, Sink, TaskInfo};
 use crate::task_id::{TaskId, TaskKind};
-use crate::watch::Noted;
+use crate::watch::{Noted, WaitOn};
 
 /// The viaduct task being polled on this thread: its metadata, and the data
 /// pointer of the waker it was polled with (compared, never dereferenced).
@@ -390,6 +390,20 @@ where
     }
 }
 
+/// Spawns `fut` on `exec`, which has already admitted it; an `Err` from
+/// `fut` reaches the handle as the task's own error. That is how a
+/// continuation passes on the error of the step before it.
+#[track_caller]
+pub(crate) fn spawn_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> JoinHandle<T>
+where
+    F: Future<Output = Result<T, TaskError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let (runnable, handle) = create_fallible(exec, fut, admission);
+    runnable.schedule();
+    handle
+}
+
 /// Creates the task [`spawn_admitted`] spawns, but leaves its first
 /// schedule to the caller (the timer holds it until its deadline).
 #[track_caller]
@@ -438,17 +452,9 @@ where
 /// running.
 pub(crate) struct Daemon(#[allow(dead_code)] async_task::Task<Outcome<()>, TaskInfo>);
 
-/// Creates a task on `exec`, which has already admitted it, and leaves
-/// its first schedule to the caller. An `Err` from `fut` reaches the
-/// handle as the task's own error: that is how a continuation passes on
-/// the error of the step before it (and it holds its task until that step
-/// ends).
+/// Creates the task [`spawn_fallible`] spawns.
 #[track_caller]
-pub(crate) fn create_fallible<F, T>(
-    exec: Exec,
-    fut: F,
-    admission: Admission,
-) -> (Runnable, JoinHandle<T>)
+fn create_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> (Runnable, JoinHandle<T>)
 where
     F: Future<Output = Result<T, TaskError>> + Send + 'static,
     T: Send + 'static,
@@ -594,11 +600,9 @@ enum State<T> {
     /// Boxed: rare (a refusal, a section run on the spot that panicked),
     /// and the largest variant, which every handle would pay for.
     Failed(Box<Failed>),
-    /// Done before any task was needed (a strand section run on the
-    /// spot), or its result was read early (see
-    /// [`wake_when_ended`](JoinHandle::wake_when_ended)).
+    /// Done before any task was needed (a strand section run on the spot).
     Ready {
-        value: Option<ByValue<Value<T>>>,
+        value: Option<ByValue<T>>,
         exec: Exec,
     },
 }
@@ -767,10 +771,7 @@ impl<T> JoinHandle<T> {
     pub(crate) fn ready(value: T, exec: Exec) -> Self {
         JoinHandle {
             state: State::Ready {
-                value: Some(ByValue(Value {
-                    value: ManuallyDrop::new(value),
-                    sink: None,
-                })),
+                value: Some(ByValue(value)),
                 exec,
             },
             next: None,
@@ -906,78 +907,6 @@ impl<T> JoinHandle<T> {
         self.poll_result(cx, false)
     }
 
-    /// Asks for `waker` to be woken once the task has ended, without
-    /// reading its result (a later poll still gets it); `true` if there is
-    /// nothing to wait for: the task has ended or was aborted, or there
-    /// never was one. `waker` is not woken then.
-    ///
-    /// Nothing is noted for dumps and no budget is spent: the caller is
-    /// not a task waiting, but one about to start (a continuation).
-    pub(crate) fn wake_when_ended(&mut self, waker: &Waker) -> bool {
-        let State::Running {
-            task: Some(task),
-            info,
-            ..
-        } = &mut self.state
-        else {
-            return true;
-        };
-        if task.is_finished() || info.get().aborted.load(Ordering::Acquire) {
-            return true;
-        }
-        // async-task has no way to wait without reading: a task that ended
-        // since the check above hands its result over here, and the
-        // handle keeps it for the poll that reads it.
-        let exec = info.get().executor();
-        match Pin::new(task).poll(&mut Context::from_waker(waker)) {
-            Poll::Pending => false,
-            Poll::Ready(Some(Ok(value))) => {
-                self.state = State::Ready {
-                    value: Some(ByValue(value)),
-                    exec,
-                };
-                true
-            }
-            Poll::Ready(Some(Err(failure))) => {
-                self.state = State::Failed(Box::new(Failed { failure, exec }));
-                true
-            }
-            // Closed: polled again, it says `None` again, and the poll
-            // that reads it asks the task why, as ever.
-            Poll::Ready(None) => true,
-        }
-    }
-
-    /// Books `step`, a continuation not started yet that waits on this
-    /// task (see [`wake_when_ended`](Self::wake_when_ended)), in the
-    /// books of the pool it will run on, if viaduct knows it, and notes
-    /// that wait: dumps list the step, and see the cycle if this task
-    /// waits on the step in turn. `start` schedules the step. `true` if
-    /// the simulation counting the step has ended: the step is aborted,
-    /// and must start now to end.
-    ///
-    /// # Safety
-    ///
-    /// The caller holds `step`'s runnable.
-    pub(crate) unsafe fn book_waiting_step<U>(
-        &mut self,
-        step: &JoinHandle<U>,
-        start: &Waker,
-    ) -> bool {
-        let (State::Running { info, noted, .. }, State::Running { info: waiter, .. }) =
-            (&mut self.state, &step.state)
-        else {
-            return false;
-        };
-        let (info, waiter) = (info.get(), waiter.get());
-        let Some(books) = waiter.with_executor(|ex| ex.task_books(INTERNAL)) else {
-            return false;
-        };
-        noted.waiting_booked(waiter.id, || info.awaited());
-        // SAFETY: the caller holds the step's runnable.
-        unsafe { crate::watch::book_unstarted(waiter, &books.0, start) }
-    }
-
     /// `early_abort`: an aborted task reads `Cancelled` at once, before
     /// its executor has dropped its future.
     fn poll_result(
@@ -1002,7 +931,10 @@ impl<T> JoinHandle<T> {
                 }
                 match polled {
                     Poll::Pending => {
-                        noted.waiting(current_task(), || info.awaited());
+                        noted.waiting(current_task(), || WaitOn::Task {
+                            id: info.id,
+                            queued_on: info.with_executor(|ex| ex.lock_book(INTERNAL)).map(|b| b.0),
+                        });
                         crate::section::check_not_blocking_on("a task or section", || {
                             let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());
                             (strand, current_task_id())
@@ -1035,8 +967,7 @@ impl<T> JoinHandle<T> {
                 Poll::Ready(Ok(value
                     .take()
                     .expect("JoinHandle polled after it returned its result")
-                    .0
-                    .into_inner()))
+                    .0))
             }
         }
     }

@@ -346,57 +346,24 @@ impl Drop for Polling {
 pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>, waker: &Waker) {
     info.state.store(WAITING, Relaxed);
     let Some(polling) = polling else { return };
-    // SAFETY: whoever polls the task holds its runnable.
-    if unsafe { enter_book(info, &polling.here().book, waker) } {
-        // First waits after its world ended (in a drop the end ran, or
-        // the poll the last handle went in): aborted, as the rest were.
-        waker.wake_by_ref();
-    }
-}
-
-/// A continuation that will not be scheduled before the step before it
-/// ends (see `future::then`): booked as waiting now, in `books` (those of
-/// the pool it will run on; this worker's own if it is one of that pool's),
-/// so that dumps list it and what it waits on. `start` schedules it; a
-/// simulation's end wakes it to cancel it. `true` if its world has ended
-/// already: the task is marked aborted, and must start at once to end.
-///
-/// # Safety
-///
-/// The caller holds the task's runnable.
-pub(crate) unsafe fn book_unstarted(info: &TaskInfo, books: &Books, start: &Waker) -> bool {
-    info.state.store(WAITING, Relaxed);
-    let here = HERE.with(Cell::get);
-    // SAFETY: a non-null `HERE` is live (see `WorkerGuard`).
-    let book = match unsafe { here.as_ref() } {
-        Some(here) if books.0.iter().any(|b| Arc::ptr_eq(b, &here.book)) => &here.book,
-        _ => &books.0[(info.id.as_u64() % books.0.len() as u64) as usize],
-    };
-    // SAFETY: the caller holds the runnable.
-    unsafe { enter_book(info, book, start) }
-}
-
-/// Enters `info`'s task in `book`, with a waker of it if a simulation
-/// counts it, unless it is in a book already. `true` if its world has
-/// ended: it is marked aborted instead, for the caller to wake.
-///
-/// # Safety
-///
-/// The caller holds the task's runnable (whoever polls, drops or first
-/// schedules a task does, one at a time): the booking slot is its.
-unsafe fn enter_book(info: &TaskInfo, book: &Arc<CachePadded<WorkerBook>>, waker: &Waker) -> bool {
-    // SAFETY: the caller holds the runnable.
+    // SAFETY: whoever polls the task holds its runnable, as whoever drops
+    // it does: one at a time.
     let booking = unsafe { &mut *info.booking.0.get() };
     if booking.is_some() {
-        return false;
+        return;
     }
-    // SAFETY: as above (see `TaskInfo::admission`).
+    let here = polling.here();
+    let book = &here.book;
+    // SAFETY: the poller holds the runnable (see `TaskInfo::admission`).
     let worlds = book.world != 0 && unsafe { info.admission() }.counted_by(book.world);
     let mut tasks = lock_std(&book.tasks);
     if worlds && book.ended.load(Relaxed) {
+        // First waits after its world ended (in a drop the end ran, or
+        // the poll the last handle went in): aborted, as the rest were.
         drop(tasks);
         info.aborted.store(true, Release);
-        return true;
+        waker.wake_by_ref();
+        return;
     }
     let key = tasks.insert(Entry {
         task: TaskPtr(NonNull::from(info)),
@@ -404,10 +371,9 @@ unsafe fn enter_book(info: &TaskInfo, book: &Arc<CachePadded<WorkerBook>>, waker
     });
     drop(tasks);
     *booking = Some(Booking {
-        book: book.clone(),
+        book: here.book.clone(),
         key,
     });
-    false
 }
 
 /// The task's future is being dropped: it leaves its book.
@@ -540,14 +506,6 @@ impl Noted {
             return; // not a pool worker: no dump lists the task
         }
         self.0 = Some((task, enter(task, what())));
-    }
-
-    /// Notes (once) that `task`, booked already, waits on what `what`
-    /// says, wherever this thread is.
-    pub(crate) fn waiting_booked(&mut self, task: TaskId, what: impl FnOnce() -> WaitOn) {
-        if self.0.is_none() {
-            self.0 = Some((task, enter(task, what())));
-        }
     }
 
     /// The wait is over.

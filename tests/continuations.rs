@@ -480,24 +480,7 @@ fn aborting_a_long_waiting_chain_cancels_all_of_it() {
     assert!(block_on(h).unwrap_err().is_cancelled());
 }
 
-// ---------------------------------------------------------------- when a step starts
-
-/// A step's task is first run when the step before has ended, not when it
-/// is chained: the executor runs nothing for steps still waiting.
-#[test]
-fn a_step_is_not_run_before_the_step_before_ends() {
-    let manual = ManualExecutor::new();
-    let ran = counters(5);
-    let (gate, rx) = oneshot::channel();
-    let end = five_steps(&manual, rx, &ran);
-    assert_eq!(manual.run_until_idle(), 1, "only step 1 runs, and waits");
-    assert_eq!(manual.run_until_idle(), 0);
-    gate.send(()).unwrap();
-    // Step 1 again, then each step once, started by the one before.
-    assert_eq!(manual.run_until_idle(), 5);
-    assert_eq!(counts(&ran), [1, 1, 1, 1, 1]);
-    assert_eq!(block_on(end).unwrap(), 5);
-}
+// ---------------------------------------------------------------- racing the step before
 
 /// The step before often ends while `then` is chaining onto it: every
 /// value still arrives once, in its own step, and every value is dropped
@@ -527,8 +510,8 @@ fn a_step_gets_its_input_when_the_step_before_ends_while_it_is_chained() {
     });
 }
 
-/// Aborting a step whose step before never runs ends it on its own pool
-/// at once: it does not wait for the step before to end.
+/// Aborting a step whose step before never runs ends it on its own pool:
+/// it does not wait for the step before to end.
 #[test]
 fn an_aborted_step_ends_without_waiting_for_the_step_before() {
     within("abort unstarted", || {
@@ -555,8 +538,8 @@ fn an_aborted_step_ends_without_waiting_for_the_step_before() {
     });
 }
 
-/// A step chained onto a handle that is already over (a refusal, a value
-/// ready on the spot, an aborted task) starts at once.
+/// A step chained onto a handle that is already over (a refusal, an
+/// aborted task) runs at once.
 #[test]
 fn a_step_after_a_handle_already_over_starts_at_once() {
     within("over already", || {

@@ -425,12 +425,12 @@ fn a_task_lists_its_lock_then_its_timers_on_any_timer_and_a_dropped_sleep_leaves
     });
 }
 
-/// A continuation whose step before has not ended has not started, yet
-/// waits: it is listed as waiting on that step, whether it was chained
-/// from outside the pool or from one of its tasks, and a cycle through it
-/// is a deadlock like any other.
+/// A continuation whose step before has not ended waits on it: it is
+/// listed as waiting on that step, whether it was chained from outside the
+/// pool or from one of its tasks, and a cycle through it is a deadlock
+/// like any other.
 #[test]
-fn a_step_not_started_is_listed_waiting_on_the_step_before() {
+fn a_step_is_listed_waiting_on_the_step_before_and_cycles_through_it_are_found() {
     within("steps", || {
         let pool = pool("steps", 2);
         let first = pool.spawn(pending::<u8>());

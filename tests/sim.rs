@@ -477,10 +477,11 @@ fn a_closed_simulation_refuses_and_a_dropped_one_cancels_its_tasks() {
 }
 
 /// A step of the world waiting on a task outside it, which never runs:
-/// the world counts it, and its end cancels it, the step before too.
+/// the world counts it, and its end cancels it (its future dropped), the
+/// step before too; so for a step that waits on such a task in its body.
 #[test]
-fn ending_a_world_cancels_its_steps_still_waiting_for_their_input() {
-    within("unstarted step", || {
+fn ending_a_world_cancels_its_steps_waiting_on_tasks_outside_it() {
+    within("waiting step", || {
         let sim = Simulation::new(13);
         let outside = viaduct::ManualExecutor::new();
         let before = outside.spawn(std::future::pending::<u8>());
@@ -495,6 +496,17 @@ fn ending_a_world_cancels_its_steps_still_waiting_for_their_input() {
         assert!(viaduct::block_on(step).unwrap_err().is_cancelled());
         outside.run_until_idle();
         assert!(before_abort.is_finished());
+
+        // A step whose body waits on such a task: the end cancels it too.
+        let sim = Simulation::new(14);
+        let never = outside.spawn(std::future::pending::<()>());
+        let step = sim.executor().run(|| ()).then_async(move |()| never);
+        let step_abort = step.abort_handle();
+        let outcome = sim.block_on(std::future::pending::<()>());
+        assert!(matches!(outcome, Err(SimError::Deadlock(_))), "{outcome:?}");
+        assert!(!step_abort.is_finished(), "the step runs, and waits");
+        drop(sim);
+        assert!(step_abort.is_finished());
     });
 }
 

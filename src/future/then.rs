@@ -5,8 +5,7 @@
 //! Each step of a chain is a task of its own that awaits the step before it,
 //! so a step runs wherever its executor runs tasks, and on [`Inline`] it
 //! runs inside the wake-up that the previous step's completion sends, on the
-//! thread that completed it. A step's task is scheduled only when the step
-//! before has ended: its first poll finds its input ready.
+//! thread that completed it.
 //!
 //! # Ground rules
 //!
@@ -27,107 +26,37 @@
 //!    with [`TaskError::Cancelled`], which nobody reads.
 //! 5. Dropping a handle (detaching) never cancels anything: the chain runs to
 //!    its end.
-//! 6. A step's task is scheduled once, by whichever comes first: the end of
-//!    the step before (it wakes the link, the waker its handle was given),
-//!    or a cut of the link (the step was aborted: it starts only to end).
-//!    Until then the link holds the task, and the task's future holds the
-//!    link: that cycle is broken by the one or the other, and a step before
-//!    that never ends keeps both, as it keeps any task that awaits it.
-//! 7. Until it starts, a step is booked as waiting on the step before (in
-//!    the books of the pool it will run on), so that dumps list it, and a
-//!    cycle through it is reported like any other.
 //!
 //! [`Inline`]: crate::Inline
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{ready, Context, Poll, Wake, Waker};
+use std::task::{ready, Context, Poll};
 
 use crate::error::TaskError;
-use crate::executor::{Executor, Runnable};
+use crate::executor::Executor;
 use crate::loom::lock_std;
 use crate::task::{
-    abort_chain, admitted_or_rejected, create_fallible, AbortStep, JoinHandle, Upstream,
+    abort_chain, admitted_or_rejected, spawn_fallible, AbortStep, JoinHandle, Upstream,
 };
 
 /// The handle of the step before, shared between the step's task (which
-/// awaits it) and the step's handle (which may abort it); and, until the
-/// step before has ended, the step's task itself, not yet scheduled.
-///
-/// The link is the waker the step before wakes when it ends: that is what
-/// schedules the step. Spawned at once, a step would be polled only to
-/// find its input not ready, and, spawned from outside its pool, cost a
-/// second push on the pool's shared queue.
+/// awaits it) and the step's handle (which may abort it).
 struct Link<T> {
     slot: Mutex<Option<JoinHandle<T>>>,
-    start: Mutex<Start>,
-}
-
-/// Where a step's task is before it is scheduled.
-enum Start {
-    /// Being created: the step before may end (and wake the link) before
-    /// the task is handed over.
-    Pending,
-    /// The step before ended while the task was being created.
-    Due,
-    /// Waiting for the step before to end.
-    Held(Runnable),
-    /// Scheduled.
-    Started,
 }
 
 impl<T> Link<T> {
-    /// Aborts the handle in this link, if it is still there, starts this
-    /// step if it has not started (it ends at once, cancelled), and hands
-    /// back the link before it.
+    /// Aborts the handle in this link, if it is still there, and hands back
+    /// the link before it.
     fn cut(&self) -> Option<Upstream> {
         // Taken out, so the lock is not held while aborting runs other code
         // (on `Inline`, cancelling a task drops its future right here).
-        let handle = lock_std(&self.slot).take();
-        self.start();
-        let mut handle = handle?;
+        let mut handle = lock_std(&self.slot).take()?;
         let before = handle.upstream.take();
         handle.abort();
         before
-    }
-
-    /// Schedules the step's task, once: at once if it is held here, else
-    /// as soon as [`hold`](Link::hold) hands it over.
-    fn start(&self) {
-        let mut start = lock_std(&self.start);
-        match std::mem::replace(&mut *start, Start::Started) {
-            Start::Held(runnable) => {
-                drop(start);
-                runnable.schedule();
-            }
-            Start::Pending => *start = Start::Due,
-            Start::Due | Start::Started => {}
-        }
-    }
-
-    /// Hands over the step's task, to be scheduled when the step before
-    /// ends: at once if it already has.
-    fn hold(&self, runnable: Runnable) {
-        let mut start = lock_std(&self.start);
-        match std::mem::replace(&mut *start, Start::Started) {
-            Start::Pending => *start = Start::Held(runnable),
-            // `Due`: the only other state before the task is handed over.
-            _ => {
-                drop(start);
-                runnable.schedule();
-            }
-        }
-    }
-}
-
-impl<T: Send + 'static> Wake for Link<T> {
-    fn wake(self: Arc<Self>) {
-        self.start();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.start();
     }
 }
 
@@ -172,8 +101,6 @@ impl<T> Drop for Previous<T> {
 impl<T: Send + 'static> JoinHandle<T> {
     /// Runs `f` on the task's value once it is ready, as a new task; the
     /// handle returned resolves to what `f` returns (folly `thenValue`).
-    /// The new task is scheduled when this task ends, not before: a chain
-    /// built ahead of its work costs no polls until the work is done.
     ///
     /// The new task runs on this handle's executor: the one chosen with
     /// [`via`](JoinHandle::via), else the one this task is on when `then`
@@ -355,22 +282,10 @@ impl<T: Send + 'static> JoinHandle<T> {
             Err(refused) => return refused,
         };
         let link = Arc::new(Link {
-            slot: Mutex::new(None),
-            start: Mutex::new(Start::Pending),
+            slot: Mutex::new(Some(self)),
         });
         let previous = Previous { link: link.clone() };
-        let (runnable, mut handle) = create_fallible(ex, step(previous), admission);
-        let start = Waker::from(link.clone());
-        let mut before = self;
-        // SAFETY: the runnable is here, not yet handed over.
-        let ended =
-            before.wake_when_ended(&start) || unsafe { before.book_waiting_step(&handle, &start) };
-        // In the slot before the task can run: the task reads it first.
-        *lock_std(&link.slot) = Some(before);
-        if ended {
-            link.start();
-        }
-        link.hold(runnable);
+        let mut handle = spawn_fallible(ex, step(previous), admission);
         handle.upstream = Some(Upstream(link));
         handle
     }

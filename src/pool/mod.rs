@@ -64,7 +64,7 @@ use crate::error::{drop_payload, PanicPayload, RejectReason};
 use crate::executor::{
     admitting_past_limit, Admission, Exec, Executor, Internal, Sink, Tracker, TrackerHeader,
 };
-use crate::executor::{adopt, BooksRef, Runnable};
+use crate::executor::{adopt, Runnable};
 use crate::spawn::impl_spawn;
 use job::Job;
 pub(crate) use worker::{with_worker, WorkerCtx};
@@ -777,10 +777,6 @@ impl Executor for Shared {
                 other => return other,
             }
         }
-    }
-
-    fn task_books(&self, _: Internal) -> Option<BooksRef> {
-        Some(BooksRef(self.books.clone()))
     }
 }
 

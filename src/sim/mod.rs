@@ -98,9 +98,7 @@ use std::time::Duration;
 use self::world::World;
 use crate::dump::TaskDump;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
-use crate::executor::{
-    adopt, Admission, BooksRef, Exec, Executor, Internal, Sink, Tracker, TrackerHeader,
-};
+use crate::executor::{adopt, Admission, Exec, Executor, Internal, Sink, Tracker, TrackerHeader};
 use crate::spawn::ExecutorExt;
 use crate::time::Timer;
 use crate::watch::{Books, Here};
@@ -806,10 +804,6 @@ impl Executor for Shared {
 
     fn home(&self, _: Internal) -> Option<Exec> {
         self.me.upgrade().map(|s| Exec(s))
-    }
-
-    fn task_books(&self, _: Internal) -> Option<BooksRef> {
-        Some(BooksRef(self.books.clone()))
     }
 }
 

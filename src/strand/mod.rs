@@ -109,8 +109,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::error::RejectReason;
+use crate::executor::LockRef;
 use crate::executor::{home_of, Admission, Exec, Executor, Internal, Runnable};
-use crate::executor::{BooksRef, LockRef};
 use crate::section;
 use crate::spawn::impl_spawn;
 use crate::task::{current_task_id, spawn_or_reject, JoinHandle};
@@ -436,9 +436,6 @@ impl<D: Send + Sync + 'static> Executor for Shared<D> {
     }
     fn lock_book(&self, _: Internal) -> Option<LockRef> {
         Some(LockRef(self.core.book.clone()))
-    }
-    fn task_books(&self, key: Internal) -> Option<BooksRef> {
-        self.core.inner.task_books(key)
     }
 }
 
