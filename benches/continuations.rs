@@ -10,7 +10,7 @@
 //!   tokio and async-executor: each step a task spawned on the other
 //!   executor that awaits the previous step's handle. The first step
 //!   returns at once, so the chain runs while it is being built.
-//! - then chain built ahead: the same, but the first step waits until the
+//! - chain built ahead: the same, but the first step waits until the
 //!   whole chain is built (the way a pipeline is set up before its input
 //!   arrives).
 //!
@@ -285,7 +285,7 @@ fn main() {
             chain_rounds,
         ),
         (
-            format!("then chain built ahead, {chain_rounds} x {STEPS}"),
+            format!("chain built ahead, {chain_rounds} x {STEPS} steps"),
             |p, n| p.chain(n, Gate::Ahead),
             STEPS,
             chain_rounds,

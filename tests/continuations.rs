@@ -482,9 +482,9 @@ fn aborting_a_long_waiting_chain_cancels_all_of_it() {
 
 // ---------------------------------------------------------------- racing the step before
 
-/// The step before often ends while `then` is chaining onto it: every
-/// value still arrives once, in its own step, and every value is dropped
-/// once.
+/// The step before often ends while its step is being chained or first
+/// polled: every value still arrives once, in its own step, and every
+/// value is dropped once.
 #[test]
 fn a_step_gets_its_input_when_the_step_before_ends_while_it_is_chained() {
     within("chained while ending", || {
@@ -527,7 +527,7 @@ fn an_aborted_step_ends_without_waiting_for_the_step_before() {
         });
         let step_abort = step.abort_handle();
         step.abort();
-        // The step's future is dropped on the pool, unpolled.
+        // The step's future is dropped on the pool.
         while !step_abort.is_finished() {
             thread::yield_now();
         }

@@ -444,7 +444,11 @@ fn a_step_is_listed_waiting_on_the_step_before_and_cycles_through_it_are_found()
         });
         let (inside_first, inside) = viaduct::block_on(inside).unwrap();
         for (step, before) in [(&outside, first_id), (&inside, inside_first)] {
-            let dump = dump_when(&pool, |d| listed(d, &[step.id()]));
+            // Listed while its first poll runs too: wait for its wait.
+            let dump = dump_when(&pool, |d| {
+                d.task(step.id().unwrap())
+                    .is_some_and(|e| !e.waits_on().is_empty())
+            });
             let entry = dump.task(step.id().unwrap()).unwrap();
             assert_eq!(entry.state(), &TaskState::Waiting, "{dump}");
             assert!(
@@ -459,14 +463,12 @@ fn a_step_is_listed_waiting_on_the_step_before_and_cycles_through_it_are_found()
         // for that value: three tasks in one cycle.
         let value = Guarded::new(pool.clone(), 0);
         let (held, is_held) = mpsc::channel::<()>();
-        let (send_step, step_rx) = mpsc::channel::<viaduct::JoinHandle<()>>();
-        let step_rx = std::sync::Mutex::new(step_rx);
+        let (send_step, step_rx) = futures::channel::oneshot::channel::<viaduct::JoinHandle<()>>();
         let v = value.clone();
         let holder = pool.spawn(async move {
             let _guard = v.lock().await;
             held.send(()).unwrap();
-            let step = viaduct::Inline.run(move || step_rx.lock().unwrap().recv().unwrap());
-            let _ = step.await.unwrap().await;
+            let _ = step_rx.await.unwrap().await;
         });
         is_held.recv().unwrap();
         let v = value.clone();
@@ -476,7 +478,7 @@ fn a_step_is_listed_waiting_on_the_step_before_and_cycles_through_it_are_found()
         let before_id = before.id().unwrap();
         let step = before.then(|()| ());
         let step_id = step.id().unwrap();
-        send_step.send(step).unwrap();
+        assert!(send_step.send(step).is_ok());
         let dump = dump_when(&pool, |d| !d.deadlocks().is_empty());
         let deadlocks = dump.deadlocks();
         assert_eq!(deadlocks.len(), 1, "{dump}");

@@ -189,8 +189,8 @@ fn strand_types_chains_tokens_sets_scopes_and_simulations_leave_the_heap_flat_ov
             bump(ran)();
         });
 
-        // Continuations: run to their end, and aborted before they start
-        // (the step holds its task until then, and its task the step).
+        // Continuations: run to their end, aborted before they run (the
+        // abort walks back to the step before), and detached.
         check("a chain run to its end", &pool, |i, ran| {
             let bump = bump(ran);
             let chain = pool.run(move || i).then(|i| i + 1).then(move |_| bump());

@@ -485,11 +485,19 @@ fn ending_a_world_cancels_its_steps_waiting_on_tasks_outside_it() {
         let sim = Simulation::new(13);
         let outside = viaduct::ManualExecutor::new();
         let before = outside.spawn(std::future::pending::<u8>());
-        let before_abort = before.abort_handle();
+        let (before_abort, before_id) = (before.abort_handle(), before.id().unwrap());
         let step = before.via(&sim.executor()).then(|x| x);
         let step_abort = step.abort_handle();
         let outcome = sim.block_on(std::future::pending::<()>());
-        assert!(matches!(outcome, Err(SimError::Deadlock(_))), "{outcome:?}");
+        let Err(SimError::Deadlock(dump)) = outcome else {
+            panic!("{outcome:?}");
+        };
+        // The world counts the step, waiting on the task outside it.
+        let entry = dump.task(step.id().unwrap()).expect("the step is listed");
+        assert!(
+            matches!(entry.waits_on(), [WaitsOn::Task(id)] if *id == before_id),
+            "{dump}"
+        );
         drop(sim);
         // Over, its future dropped: not merely marked aborted.
         assert!(step_abort.is_finished());
