@@ -196,7 +196,7 @@ fn strand_types_chains_tokens_sets_scopes_and_simulations_leave_the_heap_flat_ov
             let chain = pool.run(move || i).then(|i| i + 1).then(move |_| bump());
             block_on(chain).unwrap();
         });
-        check("a chain aborted before it started", &pool, |_, ran| {
+        check("a chain aborted before its steps ran", &pool, |_, ran| {
             let parked = pool.spawn(std::future::pending::<u8>());
             let chain = parked.then(|x| x).then(|x| x);
             let step = chain.abort_handle();
@@ -217,7 +217,7 @@ fn strand_types_chains_tokens_sets_scopes_and_simulations_leave_the_heap_flat_ov
                 drop(parked.then(|x| x).then_try(move |_| bump()));
                 first.abort();
                 // One chain at a time: thousands waiting at once would only
-                // measure how many the books held at the peak.
+                // measure how much the queues held at the peak.
                 while ran.load(SeqCst) < ended {
                     std::thread::yield_now();
                 }

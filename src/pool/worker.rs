@@ -377,7 +377,7 @@ impl WorkerCtx {
                 continue;
             }
             idle.announce_sleep(self.index);
-            if self.shared.has_visible_work() || until() || exit() {
+            if work_in_sight() || until() || exit() {
                 searching = idle.cancel_sleep(self.index) == Woken::ByNotify;
                 continue;
             }
