@@ -12,19 +12,28 @@
 //! 1. A step's task owns the handle of the step before it, in a [`Link`] it
 //!    shares with its own handle (as `JoinHandle::upstream`). The link's slot
 //!    is the only way to reach the earlier handle.
-//! 2. The step empties the slot as soon as it has the earlier step's result.
-//!    A finished prefix of a chain is therefore freed step by step, and no
-//!    drop ever follows more than one link: a million-step chain never
-//!    recurses when it is freed.
-//! 3. Aborting a step (its handle's `abort`, or its task's future dropped
-//!    before it finished) empties the links before it one at a time, in a
-//!    loop, aborting each earlier handle found there. The walk stops at an
-//!    empty slot: that step already had its input (so everything before it
-//!    has finished) or was cut already. Every step not yet started is
-//!    cancelled before `abort` returns, in constant stack.
-//! 4. A step that finds its slot empty was aborted from downstream: it ends
+//! 2. The step takes the earlier step's result as soon as it is ready, and
+//!    drops the earlier handle's own link then. A finished prefix of a
+//!    chain is therefore freed step by step, and no drop ever follows more
+//!    than one link: a million-step chain never recurses when it is freed.
+//! 3. The spent earlier handle stays in the slot until the link goes,
+//!    usually with the step's own handle, on the thread that awaited it:
+//!    the thread that chained the step and so allocated the earlier task.
+//!    Dropped where the step ran, the earlier task would go back to the
+//!    allocator on another thread than the one that allocated it, which
+//!    glibc's malloc pays for with a lock both threads take: half a futex
+//!    call per `run(..).then(..)` awaited from outside the pool, when it
+//!    was measured.
+//! 4. Aborting a step (its handle's `abort`, or its task's future dropped
+//!    before it finished) cuts the links before it one at a time, in a
+//!    loop, aborting each earlier handle found waiting there. The walk
+//!    stops at a link with nothing to wait for: that step already had its
+//!    input (so everything before it has finished) or was cut already.
+//!    Every step not yet started is cancelled before `abort` returns, in
+//!    constant stack.
+//! 5. A step that finds its link cut was aborted from downstream: it ends
 //!    with [`TaskError::Cancelled`], which nobody reads.
-//! 5. Dropping a handle (detaching) never cancels anything: the chain runs to
+//! 6. Dropping a handle (detaching) never cancels anything: the chain runs to
 //!    its end.
 //!
 //! [`Inline`]: crate::Inline
@@ -44,16 +53,40 @@ use crate::task::{
 /// The handle of the step before, shared between the step's task (which
 /// awaits it) and the step's handle (which may abort it).
 struct Link<T> {
-    slot: Mutex<Option<JoinHandle<T>>>,
+    slot: Mutex<Slot<T>>,
+}
+
+enum Slot<T> {
+    /// The step before, until this step has its result.
+    Before(JoinHandle<T>),
+    /// The step before, its result taken and its own link dropped: held
+    /// only to be freed with the link (ground rule 3).
+    Spent(#[allow(dead_code)] JoinHandle<T>),
+    /// Cut by an abort before this step had its input.
+    Cut,
+}
+
+impl<T> Slot<T> {
+    /// The step before, taken out if this step still waits on it (the
+    /// slot is then left `Cut`).
+    fn take_before(&mut self) -> Option<JoinHandle<T>> {
+        match std::mem::replace(self, Slot::Cut) {
+            Slot::Before(handle) => Some(handle),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
 }
 
 impl<T> Link<T> {
-    /// Aborts the handle in this link, if it is still there, and hands back
-    /// the link before it.
+    /// Aborts the handle in this link, if the step still waits on it, and
+    /// hands back the link before it.
     fn cut(&self) -> Option<Upstream> {
         // Taken out, so the lock is not held while aborting runs other code
         // (on `Inline`, cancelling a task drops its future right here).
-        let mut handle = lock_std(&self.slot).take()?;
+        let mut handle = lock_std(&self.slot).take_before()?;
         let before = handle.upstream.take();
         handle.abort();
         before
@@ -76,15 +109,16 @@ impl<T> Future for Previous<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut slot = lock_std(&self.link.slot);
-        let Some(handle) = slot.as_mut() else {
+        let Slot::Before(handle) = &mut *slot else {
             return Poll::Ready(Err(TaskError::Cancelled));
         };
         let result = ready!(Pin::new(handle).poll(cx));
-        // Emptied for good (ground rule 2), and freed unlocked: freeing it
-        // drops its own link to the step before.
-        let spent = slot.take();
+        let mut spent = slot.take_before().expect("matched just above");
+        // Dropped unlocked: freeing it may free the links further back.
+        let before = spent.upstream.take();
+        *slot = Slot::Spent(spent);
         drop(slot);
-        drop(spent);
+        drop(before);
         Poll::Ready(result)
     }
 }
@@ -92,8 +126,8 @@ impl<T> Future for Previous<T> {
 impl<T> Drop for Previous<T> {
     fn drop(&mut self) {
         // Dropped before it had the result: this step was cancelled, and so
-        // is the work feeding it. After the result the slot is empty and
-        // this stops at once.
+        // is the work feeding it. After the result the slot holds nothing
+        // to wait for, and this stops at once.
         abort_chain(self.link.cut());
     }
 }
@@ -278,11 +312,11 @@ impl<T: Send + 'static> JoinHandle<T> {
         let admission = match admitted_or_rejected(&ex, crate::executor::admit(&ex)) {
             Ok(admission) => admission,
             // `self` is dropped here, unlinked: the work already under way
-            // runs on, detached (ground rule 5).
+            // runs on, detached (ground rule 6).
             Err(refused) => return refused,
         };
         let link = Arc::new(Link {
-            slot: Mutex::new(Some(self)),
+            slot: Mutex::new(Slot::Before(self)),
         });
         let previous = Previous { link: link.clone() };
         let mut handle = spawn_fallible(ex, step(previous), admission);
