@@ -139,7 +139,8 @@ fn main() {
     let rounds: usize = std::env::var("BENCH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+        .unwrap_or(5)
+        .max(1);
     let rt = tokio_runtime();
     let (mut viaduct, mut rayon) = (Vec::new(), Vec::new());
     for _ in 0..rounds {

@@ -879,6 +879,18 @@ impl<T> JoinHandle<T> {
 
     /// The executor continuations of this handle run on: the one `via`
     /// chose, else the one the task was spawned on.
+    /// `true` if the task keeps no executor alive but the one a
+    /// continuation chained on this handle runs on (no `via`, no hop):
+    /// keeping the handle beside that continuation keeps nothing else.
+    pub(crate) fn holds_only_next_executor(&self) -> bool {
+        self.next.is_none()
+            && match &self.state {
+                State::Running { info, .. } => !info.get().hopped.load(Ordering::Acquire),
+                // Their executor is the one `executor` names.
+                State::Failed(_) | State::Ready { .. } => true,
+            }
+    }
+
     pub(crate) fn executor(&self) -> Exec {
         if let Some(ex) = &self.next {
             return ex.clone();
@@ -921,6 +933,9 @@ impl<T> JoinHandle<T> {
                 let info = info.get();
                 let task = task.as_mut().expect("task is held until drop");
                 if early_abort && info.aborted.load(Ordering::Acquire) && !task.is_finished() {
+                    // Over for whoever waited: a dump no longer lists the
+                    // wait, however long the handle is kept.
+                    noted.done();
                     return Poll::Ready(Err(TaskError::Cancelled));
                 }
                 std::task::ready!(crate::coop::poll_proceed(cx));

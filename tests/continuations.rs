@@ -12,8 +12,8 @@ use futures::channel::oneshot;
 mod support;
 use support::within;
 use viaduct::{
-    block_on, hop_to, try_hop_to, ExecutorExt, Inline, JoinHandle, ManualExecutor, RejectReason,
-    Strand, TaskError, ThreadPool, ViaExt,
+    block_on, hop_to, try_hop_to, ExecutorExt, Guarded, Inline, JoinHandle, ManualExecutor,
+    RejectReason, Strand, TaskError, ThreadPool, ViaExt,
 };
 
 fn pool(name: &str) -> ThreadPool {
@@ -796,4 +796,40 @@ fn aborting_and_then_aborts_the_work_it_stands_for() {
     inner.run_until_idle(); // which its executor drops
     assert!(dropped.load(SeqCst));
     assert!(block_on(flat).unwrap_err().is_cancelled());
+}
+
+/// A finished step kept beside its continuation (so that both are freed
+/// on the awaiting thread) must not keep another executor alive: here
+/// the step before ran on a `Guarded`'s strand, whose executor keeps the
+/// value alive, and the continuation runs `via` the pool. A handle kept
+/// unread, even inside that very value, must not keep the value.
+#[test]
+fn a_finished_step_kept_with_its_continuation_keeps_no_other_executor_alive() {
+    within("kept", || {
+        struct Flag(Arc<AtomicBool>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.store(true, SeqCst);
+            }
+        }
+        let pool = pool("kept");
+        let dropped = Arc::new(AtomicBool::new(false));
+        let value = Guarded::new(pool.clone(), (Flag(dropped.clone()), None));
+        let last = value.with(|_| 1).via(&pool).then(|n| n + 1);
+        let over = last.abort_handle();
+        while !over.is_finished() {
+            thread::yield_now();
+        }
+        // The chain's last handle, unread, stored in the value it used.
+        block_on(value.lock()).1 = Some(last);
+        drop(value);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !dropped.load(SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the value is kept alive by the handle stored in it"
+            );
+            thread::yield_now();
+        }
+    });
 }

@@ -17,13 +17,16 @@
 //!    chain is therefore freed step by step, and no drop ever follows more
 //!    than one link: a million-step chain never recurses when it is freed.
 //! 3. The spent earlier handle stays in the slot until the link goes,
-//!    usually with the step's own handle, on the thread that awaited it:
-//!    the thread that chained the step and so allocated the earlier task.
+//!    if it keeps no executor alive but this step's (no `via` before this
+//!    step, no hop): the link of a chain's last step usually goes with
+//!    that step's handle, on the thread that awaited it, which is usually
+//!    the thread that built the chain and so allocated the earlier task.
 //!    Dropped where the step ran, the earlier task would go back to the
 //!    allocator on another thread than the one that allocated it, which
-//!    glibc's malloc pays for with a lock both threads take: half a futex
-//!    call per `run(..).then(..)` awaited from outside the pool, when it
-//!    was measured.
+//!    glibc's malloc pays for with a lock both threads take once the
+//!    freeing thread's cache is full: 0.2 to 0.56 futex calls per message
+//!    in `benches/offload.rs`, when it was measured. Links further back
+//!    are dropped as rule 2 says, where the next step runs.
 //! 4. Aborting a step (its handle's `abort`, or its task's future dropped
 //!    before it finished) cuts the links before it one at a time, in a
 //!    loop, aborting each earlier handle found waiting there. The walk
@@ -116,9 +119,15 @@ impl<T> Future for Previous<T> {
         let mut spent = slot.take_before().expect("matched just above");
         // Dropped unlocked: freeing it may free the links further back.
         let before = spent.upstream.take();
-        *slot = Slot::Spent(spent);
+        let spent = if spent.holds_only_next_executor() {
+            *slot = Slot::Spent(spent);
+            None
+        } else {
+            Some(spent)
+        };
         drop(slot);
         drop(before);
+        drop(spent);
         Poll::Ready(result)
     }
 }
