@@ -877,8 +877,6 @@ impl<T> JoinHandle<T> {
         }
     }
 
-    /// The executor continuations of this handle run on: the one `via`
-    /// chose, else the one the task was spawned on.
     /// `true` if the task keeps no executor alive but the one a
     /// continuation chained on this handle runs on (no `via`, no hop):
     /// keeping the handle beside that continuation keeps nothing else.
@@ -891,6 +889,8 @@ impl<T> JoinHandle<T> {
             }
     }
 
+    /// The executor continuations of this handle run on: the one `via`
+    /// chose, else the one the task was spawned on.
     pub(crate) fn executor(&self) -> Exec {
         if let Some(ex) = &self.next {
             return ex.clone();

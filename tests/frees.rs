@@ -104,9 +104,8 @@ unsafe impl GlobalAlloc for Tagging {
 #[global_allocator]
 static GLOBAL: Tagging = Tagging;
 
-/// How many blocks this thread allocates in `f` (and before it, since
-/// nothing else is watched) that other threads free while `f` runs, and
-/// for `settle` after it.
+/// How many blocks this thread allocated (in `f`, or before it) that
+/// other threads free while `f` runs, or in the 50 ms after it.
 fn crossed_frees(f: impl FnOnce()) -> usize {
     CROSSED.store(0, SeqCst);
     WATCHED.store(tag(), SeqCst);
