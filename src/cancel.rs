@@ -50,12 +50,17 @@
 //! entry is removed by whoever made it when it goes (a finished task, a
 //! dropped future, a dropped child), so a long-lived token does not
 //! collect the work it once watched.
+//!
+//! A `cancelled()` future polled again with the waker it registered (a
+//! `select!` loop polls it at every turn) only reads the flag: the lock,
+//! which every waiter of the token shares, is taken to register a waker or
+//! change it. If the token fires after that read, firing takes the entry
+//! and wakes that waker, so the task is polled again and sees the flag.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -63,7 +68,7 @@ use pin_project::pin_project;
 
 use crate::error::TaskError;
 use crate::executor::{admit, home_of, Executor};
-use crate::loom::lock_std;
+use crate::loom::{lock, AtomicBool, Mutex, Ordering};
 use crate::slab::Slab;
 use crate::task::{admitted_or_rejected, create_admitted, reporting_panics, JoinHandle};
 use crate::time::{Scheduled, Timer};
@@ -95,6 +100,9 @@ pub struct CancellationToken {
     node: Arc<Node>,
 }
 
+/// A token: the flag and the mutex are loom's under `cfg(loom)`, so that
+/// the model at the end of this file checks the lock-free re-poll of a
+/// [`WaitForCancellation`] against `cancel`.
 #[derive(Default)]
 struct Node {
     cancelled: AtomicBool,
@@ -134,7 +142,7 @@ impl CancellationToken {
     /// itself; cancelling it leaves this one alone. The child of a fired
     /// token is born fired.
     pub fn child_token(&self) -> CancellationToken {
-        let mut state = lock_std(&self.node.state);
+        let mut state = lock(&self.node.state);
         if self.node.is_cancelled() {
             let node = Node::default();
             node.cancelled.store(true, Ordering::Relaxed);
@@ -145,7 +153,7 @@ impl CancellationToken {
         let key = state.entries.insert(Entry::Reserved);
         let child = Arc::new(Node {
             cancelled: AtomicBool::new(false),
-            state: Mutex::default(),
+            state: Mutex::new(State::default()),
             parent: Some(Parent {
                 node: self.node.clone(),
                 key,
@@ -195,6 +203,7 @@ impl CancellationToken {
         WaitForCancellation {
             node: self.node.clone(),
             key: None,
+            registered: None,
         }
     }
 
@@ -219,7 +228,7 @@ impl CancellationToken {
         let Some(deadline) = timer.now().checked_add(delay) else {
             return;
         };
-        if self.is_cancelled() || lock_std(&self.node.state).deadline_by(deadline) {
+        if self.is_cancelled() || lock(&self.node.state).deadline_by(deadline) {
             return;
         }
         let node = Arc::downgrade(&self.node);
@@ -230,7 +239,7 @@ impl CancellationToken {
                 cancel(&node);
             }
         });
-        let mut state = lock_std(&self.node.state);
+        let mut state = lock(&self.node.state);
         let unneeded = if self.is_cancelled() || state.deadline_by(deadline) {
             Some(job)
         } else {
@@ -245,7 +254,7 @@ impl CancellationToken {
     /// Reserves the entry a cancellable task will fill with its abort
     /// handle; `None` if the token has fired.
     fn reserve(&self) -> Option<Registration> {
-        let mut state = lock_std(&self.node.state);
+        let mut state = lock(&self.node.state);
         if self.node.is_cancelled() {
             return None;
         }
@@ -279,7 +288,7 @@ impl Node {
     /// Takes out the entry `key` unless the node fired (which took every
     /// entry, and may have let the key go to nobody since).
     fn remove(&self, key: usize) -> Option<Entry> {
-        let mut state = lock_std(&self.state);
+        let mut state = lock(&self.state);
         if self.is_cancelled() {
             return None;
         }
@@ -292,7 +301,7 @@ impl Node {
 fn cancel(root: &Arc<Node>) {
     let mut nodes = vec![root.clone()];
     while let Some(node) = nodes.pop() {
-        let mut state = lock_std(&node.state);
+        let mut state = lock(&node.state);
         if node.cancelled.swap(true, Ordering::AcqRel) {
             continue;
         }
@@ -315,8 +324,8 @@ fn cancel(root: &Arc<Node>) {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, job)) = state.deadline.take() {
+        let deadline = lock(&self.state).deadline.take();
+        if let Some((_, job)) = deadline {
             job.cancel();
         }
         // Unlisted from the parent; a parent whose last share this was is
@@ -337,6 +346,10 @@ pub struct WaitForCancellation {
     node: Arc<Node>,
     /// Its waker's entry, once registered.
     key: Option<usize>,
+    /// The waker in that entry: polled again with one that wakes the same
+    /// task, the future is still registered and need not take the token's
+    /// lock, which every future waiting on the token shares.
+    registered: Option<Waker>,
 }
 
 impl Future for WaitForCancellation {
@@ -348,12 +361,19 @@ impl Future for WaitForCancellation {
             crate::coop::spend();
             return Poll::Ready(());
         }
+        // Whether the token fired after the look above or fires later, it
+        // takes the entry and wakes the waker there, which wakes this task.
+        if self.key.is_some() && (self.registered.as_ref()).is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            return Poll::Pending;
+        }
         // A user's waker may panic when cloned or dropped: neither happens
         // under the lock.
-        let waker = cx.waker().clone();
+        let (waker, kept) = (cx.waker().clone(), cx.waker().clone());
         let this = &mut *self;
-        let mut state = lock_std(&this.node.state);
+        let mut state = lock(&this.node.state);
         if this.node.is_cancelled() {
+            drop(state);
             crate::coop::spend();
             return Poll::Ready(());
         }
@@ -366,6 +386,7 @@ impl Future for WaitForCancellation {
         };
         drop(state);
         drop(old);
+        drop(this.registered.replace(kept));
         Poll::Pending
     }
 }
@@ -402,7 +423,7 @@ struct Registration {
 /// Fills a cancellable task's reserved entry with its abort handle; if the
 /// token fired since the reservation, aborts the task instead.
 fn arm(node: &Node, key: usize, task: AbortHandle) {
-    let mut state = lock_std(&node.state);
+    let mut state = lock(&node.state);
     if node.is_cancelled() {
         drop(state);
         return task.abort();
@@ -471,4 +492,69 @@ where
     arm(&token.node, key, handle.abort_handle());
     runnable.schedule();
     handle
+}
+
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom::{AtomicUsize, Ordering::SeqCst};
+    use loom::thread;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Count>, Waker) {
+        let c = Arc::new(Count(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    /// Re-polled with the waker it registered (no lock taken) while
+    /// another thread fires the token: the registration holds, so the
+    /// waker is woken exactly once, and the wait is then ready.
+    #[test]
+    fn repoll_against_cancel() {
+        loom::model(|| {
+            let token = CancellationToken::new();
+            let (count, waker) = counter();
+            let mut wait = token.cancelled();
+            let mut cx = Context::from_waker(&waker);
+            assert!(Pin::new(&mut wait).poll(&mut cx).is_pending());
+            let t = token.clone();
+            let firer = thread::spawn(move || t.cancel());
+            let _ = Pin::new(&mut wait).poll(&mut cx);
+            firer.join().unwrap();
+            assert_eq!(count.0.load(SeqCst), 1, "exactly one wake");
+            assert!(Pin::new(&mut wait).poll(&mut cx).is_ready());
+        });
+    }
+
+    /// Re-polled with another waker while the token fires: if the poll
+    /// says pending, the new waker is the one woken; one wake in all.
+    #[test]
+    fn new_waker_against_cancel() {
+        loom::model(|| {
+            let token = CancellationToken::new();
+            let (first, w1) = counter();
+            let (second, w2) = counter();
+            let mut wait = token.cancelled();
+            assert!(Pin::new(&mut wait)
+                .poll(&mut Context::from_waker(&w1))
+                .is_pending());
+            let t = token.clone();
+            let firer = thread::spawn(move || t.cancel());
+            let again = Pin::new(&mut wait).poll(&mut Context::from_waker(&w2));
+            firer.join().unwrap();
+            let (a, b) = (first.0.load(SeqCst), second.0.load(SeqCst));
+            assert_eq!(a + b, 1, "exactly one wake");
+            if again.is_pending() {
+                assert_eq!(b, 1, "the latest waker is the one woken");
+            }
+        });
+    }
 }

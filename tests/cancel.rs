@@ -353,3 +353,43 @@ fn cancel_racing_spawns_loses_nothing() {
         }
     });
 }
+
+struct CountWakes(AtomicUsize);
+
+impl Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A task re-polls its `cancelled()` with the waker it registered (as a
+/// `select!` loop does), without taking the token's lock, while another
+/// thread fires the token: the registration is never lost, the waker is
+/// woken exactly once, and once woken the wait is ready.
+#[test]
+fn a_wait_re_polled_by_its_task_while_the_token_fires_is_woken_once() {
+    within("re-polled", || {
+        for _ in 0..500 {
+            let token = CancellationToken::new();
+            let wakes = Arc::new(CountWakes(AtomicUsize::new(0)));
+            let waker = Waker::from(wakes.clone());
+            let mut wait = token.cancelled();
+            assert!(poll_once(&mut wait, &waker).is_pending());
+            let firing = {
+                let token = token.clone();
+                thread::spawn(move || token.cancel())
+            };
+            loop {
+                let woken = wakes.0.load(SeqCst) > 0;
+                let polled = poll_once(&mut wait, &waker.clone());
+                if polled.is_ready() {
+                    break;
+                }
+                assert!(!woken, "woken, yet still pending");
+                thread::yield_now();
+            }
+            firing.join().unwrap();
+            assert_eq!(wakes.0.load(SeqCst), 1, "one wake for one registration");
+        }
+    });
+}
