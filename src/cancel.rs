@@ -497,22 +497,8 @@ where
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
-    use crate::loom::{AtomicUsize, Ordering::SeqCst};
+    use crate::loom::wakes::counter;
     use loom::thread;
-    use std::task::Wake;
-
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
-
-    fn counter() -> (Arc<Count>, Waker) {
-        let c = Arc::new(Count(AtomicUsize::new(0)));
-        (c.clone(), Waker::from(c))
-    }
 
     /// Re-polled with the waker it registered (no lock taken) while
     /// another thread fires the token: the registration holds, so the
@@ -529,7 +515,7 @@ mod loom_model {
             let firer = thread::spawn(move || t.cancel());
             let _ = Pin::new(&mut wait).poll(&mut cx);
             firer.join().unwrap();
-            assert_eq!(count.0.load(SeqCst), 1, "exactly one wake");
+            assert_eq!(count.get(), 1, "exactly one wake");
             assert!(Pin::new(&mut wait).poll(&mut cx).is_ready());
         });
     }
@@ -550,7 +536,7 @@ mod loom_model {
             let firer = thread::spawn(move || t.cancel());
             let again = Pin::new(&mut wait).poll(&mut Context::from_waker(&w2));
             firer.join().unwrap();
-            let (a, b) = (first.0.load(SeqCst), second.0.load(SeqCst));
+            let (a, b) = (first.get(), second.get());
             assert_eq!(a + b, 1, "exactly one wake");
             if again.is_pending() {
                 assert_eq!(b, 1, "the latest waker is the one woken");

@@ -28,6 +28,34 @@ pub(crate) fn spin_loop() {
 #[cfg(all(loom, test))]
 pub(crate) use loom::sync::{Arc, Condvar};
 
+/// For the models: a waker that counts its wakes.
+#[cfg(all(loom, test))]
+pub(crate) mod wakes {
+    use super::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    pub(crate) struct Count(pub(crate) AtomicUsize);
+
+    impl Count {
+        pub(crate) fn get(&self) -> usize {
+            self.0.load(SeqCst)
+        }
+    }
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    /// A counter and a waker that bumps it.
+    pub(crate) fn counter() -> (Arc<Count>, Waker) {
+        let c = Arc::new(Count(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+}
+
 /// Thread parking, which the pool's idle workers sleep on.
 #[cfg(not(loom))]
 pub(crate) mod thread {

@@ -343,24 +343,9 @@ impl<F> fmt::Debug for Timeout<F> {
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
-    use crate::loom::{AtomicUsize, Ordering::SeqCst};
+    use crate::loom::wakes::counter;
     use loom::thread;
-    use std::sync::Arc;
-    use std::task::{Wake, Waker};
     use std::time::Duration;
-
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
-
-    fn counter() -> (Arc<Count>, Waker) {
-        let c = Arc::new(Count(AtomicUsize::new(0)));
-        (c.clone(), Waker::from(c))
-    }
 
     /// Dropping a sleep while the timer fires it: at most one wake, and
     /// the timer is left empty.
@@ -376,7 +361,7 @@ mod loom_model {
             let firer = thread::spawn(move || t.advance(Duration::from_nanos(10)));
             drop(sleep);
             firer.join().unwrap();
-            assert!(count.0.load(SeqCst) <= 1);
+            assert!(count.get() <= 1);
             assert_eq!(timer.pending(), 0);
         });
     }
@@ -398,7 +383,7 @@ mod loom_model {
             let firer = thread::spawn(move || t.advance(Duration::from_nanos(10)));
             let again = sleep.as_mut().poll(&mut Context::from_waker(&w2));
             firer.join().unwrap();
-            let (a, b) = (first.0.load(SeqCst), second.0.load(SeqCst));
+            let (a, b) = (first.get(), second.get());
             assert_eq!(a + b, 1, "exactly one wake");
             if again.is_pending() {
                 assert_eq!(b, 1, "the latest waker is the one woken");
