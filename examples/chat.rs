@@ -20,7 +20,8 @@
 //! server written in plain tokio twice, with a `tokio::sync::Mutex` per
 //! room and the digest on `spawn_blocking`, then on a rayon pool; the three
 //! take turns, three rounds each (`--rounds` to change), and it prints the
-//! median of each, since a shared machine is fast and slow by turns.
+//! median of each, since a shared machine is fast and slow by turns, and
+//! the median of viaduct's rate over the better plain one round by round.
 //!
 //! ```sh
 //! cargo run --release --example chat                     # 3 s
@@ -580,19 +581,22 @@ fn main() {
         return;
     }
     // The servers take turns, round after round, so that each sees the
-    // machine's fast and slow spells alike; each is judged by its median.
+    // machine's fast and slow spells alike, and each round starts with
+    // the next server, so that none always follows the same one; each is
+    // judged by its median.
     let servers: [&dyn Fn() -> Report; 3] = [
         &|| run_viaduct(&settings),
         &|| run_tokio(&settings, Offload::SpawnBlocking),
         &|| run_tokio(&settings, Offload::Rayon),
     ];
     let mut runs: Vec<Vec<Report>> = servers.iter().map(|_| Vec::new()).collect();
-    for round in 1..=settings.rounds {
-        println!("round {round} of {}", settings.rounds);
-        for (run, reports) in servers.iter().zip(&mut runs) {
-            let report = run();
+    for round in 0..settings.rounds {
+        println!("round {} of {}", round + 1, settings.rounds);
+        for turn in 0..servers.len() {
+            let i = (round + turn) % servers.len();
+            let report = servers[i]();
             report.print();
-            reports.push(report);
+            runs[i].push(report);
         }
     }
     println!("median of {} rounds:", settings.rounds);
@@ -609,6 +613,17 @@ fn main() {
     println!(
         "viaduct / best plain tokio: {:.2} (medians of messages/s; target >= 1.0)",
         medians[0] / best
+    );
+    // The same, round by round: each round's viaduct rate over the better
+    // plain tokio rate of that round, which ran next to it.
+    let mut paired: Vec<f64> = (0..settings.rounds)
+        .map(|r| runs[0][r].per_sec / runs[1][r].per_sec.max(runs[2][r].per_sec))
+        .collect();
+    let mid = median(&mut paired); // sorts them
+    println!(
+        "round by round: median {mid:.2} (from {:.2} to {:.2})",
+        paired[0],
+        paired[paired.len() - 1]
     );
 }
 
