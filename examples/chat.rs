@@ -582,8 +582,8 @@ fn main() {
     }
     // The servers take turns, round after round, so that each sees the
     // machine's fast and slow spells alike, and each round starts with
-    // the next server, so that none always follows the same one; each is
-    // judged by its median.
+    // the next server, so that each takes every place in the order in
+    // turn; each is judged by its median.
     let servers: [&dyn Fn() -> Report; 3] = [
         &|| run_viaduct(&settings),
         &|| run_tokio(&settings, Offload::SpawnBlocking),
@@ -615,7 +615,7 @@ fn main() {
         medians[0] / best
     );
     // The same, round by round: each round's viaduct rate over the better
-    // plain tokio rate of that round, which ran next to it.
+    // plain tokio rate of the same round.
     let mut paired: Vec<f64> = (0..settings.rounds)
         .map(|r| runs[0][r].per_sec / runs[1][r].per_sec.max(runs[2][r].per_sec))
         .collect();

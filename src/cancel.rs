@@ -324,8 +324,8 @@ fn cancel(root: &Arc<Node>) {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        let deadline = lock(&self.state).deadline.take();
-        if let Some((_, job)) = deadline {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, job)) = state.deadline.take() {
             job.cancel();
         }
         // Unlisted from the parent; a parent whose last share this was is
@@ -358,8 +358,7 @@ impl Future for WaitForCancellation {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         std::task::ready!(crate::coop::poll_proceed(cx));
         if self.node.is_cancelled() {
-            crate::coop::spend();
-            return Poll::Ready(());
+            return self.fired();
         }
         // Whether the token fired after the look above or fires later, it
         // takes the entry and wakes the waker there, which wakes this task.
@@ -374,8 +373,7 @@ impl Future for WaitForCancellation {
         let mut state = lock(&this.node.state);
         if this.node.is_cancelled() {
             drop(state);
-            crate::coop::spend();
-            return Poll::Ready(());
+            return this.fired();
         }
         let old = match this.key {
             Some(key) => std::mem::replace(&mut state.entries[key], Entry::Wake(waker)),
@@ -384,10 +382,23 @@ impl Future for WaitForCancellation {
                 Entry::Reserved
             }
         };
+        // Replaced before any old waker is dropped: if that drop panics,
+        // `registered` still names the waker in the entry.
+        let before = this.registered.replace(kept);
         drop(state);
         drop(old);
-        drop(this.registered.replace(kept));
+        drop(before);
         Poll::Pending
+    }
+}
+
+impl WaitForCancellation {
+    /// Ready: firing took the entry's waker, and the clone kept here goes
+    /// too, so a finished wait holds nothing of the task that awaited it.
+    fn fired(&mut self) -> Poll<()> {
+        crate::coop::spend();
+        drop(self.registered.take());
+        Poll::Ready(())
     }
 }
 
@@ -517,6 +528,33 @@ mod loom_model {
             firer.join().unwrap();
             assert_eq!(count.get(), 1, "exactly one wake");
             assert!(Pin::new(&mut wait).poll(&mut cx).is_ready());
+        });
+    }
+
+    /// Registered with one waker, then another, then the first again
+    /// while the token fires: the last poll must not take the first
+    /// waker for registered still; one wake in all, and if the last
+    /// poll says pending, the first waker is the one woken.
+    #[test]
+    fn first_waker_again_against_cancel() {
+        loom::model(|| {
+            let token = CancellationToken::new();
+            let (first, w1) = counter();
+            let (second, w2) = counter();
+            let mut wait = token.cancelled();
+            for w in [&w1, &w2] {
+                let polled = Pin::new(&mut wait).poll(&mut Context::from_waker(w));
+                assert!(polled.is_pending());
+            }
+            let t = token.clone();
+            let firer = thread::spawn(move || t.cancel());
+            let again = Pin::new(&mut wait).poll(&mut Context::from_waker(&w1));
+            firer.join().unwrap();
+            let (a, b) = (first.get(), second.get());
+            assert_eq!(a + b, 1, "exactly one wake");
+            if again.is_pending() {
+                assert_eq!(a, 1, "the latest waker is the one woken");
+            }
         });
     }
 

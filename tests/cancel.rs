@@ -365,7 +365,8 @@ impl Wake for CountWakes {
 /// A task re-polls its `cancelled()` with the waker it registered (as a
 /// `select!` loop does), without taking the token's lock, while another
 /// thread fires the token: the registration is never lost, the waker is
-/// woken exactly once, and once woken the wait is ready.
+/// woken exactly once, once woken the wait is ready, and then it keeps no
+/// clone of the waker (which would keep its task alive).
 #[test]
 fn a_wait_re_polled_by_its_task_while_the_token_fires_is_woken_once() {
     within("re-polled", || {
@@ -390,6 +391,12 @@ fn a_wait_re_polled_by_its_task_while_the_token_fires_is_woken_once() {
             }
             firing.join().unwrap();
             assert_eq!(wakes.0.load(SeqCst), 1, "one wake for one registration");
+            drop(waker);
+            assert_eq!(
+                Arc::strong_count(&wakes),
+                1,
+                "a finished wait holds no waker of its task"
+            );
         }
     });
 }
