@@ -32,6 +32,10 @@ use futures::future::Shared;
 use futures::FutureExt;
 use viaduct::{hop_to, ExecutorExt, ThreadPool};
 
+#[path = "support/rounds.rs"]
+mod rounds;
+use rounds::median;
+
 const HOPS: u64 = 1_000_000;
 const STEPS: u64 = 100_000;
 /// Hops or steps in each runtime's warm-up run.
@@ -227,11 +231,6 @@ impl Gate {
     }
 }
 
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
-}
-
 /// Warms each runtime up with a small run, then runs `rounds` rounds of
 /// `n` units each, the runtimes interleaved so that drift in the machine's
 /// load hits all alike. Returns the median time per unit, per runtime.
@@ -251,11 +250,7 @@ fn measure(runtimes: [&dyn Pair; 3], work: fn(&dyn Pair, u64), n: u64, rounds: u
 }
 
 fn main() {
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5)
-        .max(1);
+    let rounds = rounds::rounds(5);
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let (v, t, a) = (Viaduct::new(), Tokio::new(), AsyncExecutor::new());
 

@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 
 use viaduct::{ExecutorExt, Guarded, ThreadPool};
 
+#[path = "support/rounds.rs"]
+mod rounds;
+use rounds::median;
+
 const TASKS: u64 = 50;
 const MESSAGES: u64 = 20_000;
 const ROOMS: usize = 5;
@@ -130,17 +134,8 @@ fn rayon_round(rt: &tokio::runtime::Runtime) -> (Duration, Option<Duration>) {
     })
 }
 
-fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn main() {
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5)
-        .max(1);
+    let rounds = rounds::rounds(5);
     let rt = tokio_runtime();
     let (mut viaduct, mut rayon) = (Vec::new(), Vec::new());
     for _ in 0..rounds {

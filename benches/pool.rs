@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 use futures::channel::oneshot;
 use futures::FutureExt;
 
+#[path = "support/rounds.rs"]
+mod rounds;
+use rounds::median;
+
 const THREADS: usize = 2;
 
 /// What a workload needs from a runtime.
@@ -213,11 +217,6 @@ fn fib_rayon(n: u64) -> u64 {
     a + b
 }
 
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
-}
-
 /// Runs each contender once to warm up, then `rounds` rounds in which
 /// each runs once, interleaved so that drift in the machine's load hits all
 /// of them alike; the median per contender.
@@ -247,10 +246,7 @@ fn fmt(d: Duration) -> String {
 }
 
 fn main() {
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(15);
+    let rounds = rounds::rounds(15);
     let viaduct = Viaduct(
         viaduct::ThreadPool::builder()
             .threads(THREADS)

@@ -25,6 +25,10 @@ use std::time::{Duration, Instant};
 use viaduct::sim::Simulation;
 use viaduct::{ExecutorExt, Guarded};
 
+#[path = "support/rounds.rs"]
+mod rounds;
+use rounds::median;
+
 /// Returns `Pending` once, waking itself: a yield on any executor.
 fn yield_now() -> impl Future<Output = ()> {
     let mut yielded = false;
@@ -46,15 +50,7 @@ async fn await_all<T, E: std::fmt::Debug>(handles: Vec<impl Future<Output = Resu
 }
 
 fn rounds() -> usize {
-    std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(7)
-}
-
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
+    rounds::rounds(7)
 }
 
 /// The simulation's median wall time and its polls, then tokio's median.

@@ -23,6 +23,10 @@ use std::time::{Duration, Instant};
 
 use viaduct::{block_on, ExecutorExt, Guarded, Strand, ThreadPool};
 
+#[path = "support/rounds.rs"]
+mod rounds;
+use rounds::median;
+
 const THREADS: usize = 2;
 /// Sections per task with `n` tasks: the workloads of the performance
 /// targets (8 x 50,000 and 512 x 800), 400,000 in all for the others.
@@ -34,11 +38,6 @@ fn per_task(n: usize) -> usize {
 }
 const POSTERS: usize = 8;
 const POSTS: usize = 100_000;
-
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
-}
 
 /// Warms each contender up once, then runs `rounds` rounds in which each
 /// runs once, interleaved so that drift in the machine's load hits all of
@@ -189,10 +188,7 @@ fn mutex_increments(m: &Mutex<u64>) {
 }
 
 fn main() {
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(9);
+    let rounds = rounds::rounds(9);
     let pool = ThreadPool::builder()
         .threads(THREADS)
         .name("bench")

@@ -26,6 +26,10 @@ use std::time::{Duration, Instant};
 use futures::future::{pending, poll_fn};
 use viaduct::ExecutorExt;
 
+#[path = "support/rounds.rs"]
+mod rounds;
+use rounds::median;
+
 #[path = "support/counting.rs"]
 mod counting;
 
@@ -203,11 +207,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
-}
-
 fn fmt(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
     if us >= 10_000.0 {
@@ -222,10 +221,7 @@ fn row(name: &str, v: String, t: String, ratio: f64) {
 }
 
 fn main() {
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(7);
+    let rounds = rounds::rounds(7);
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let v = Viaduct(
         viaduct::ThreadPool::builder()

@@ -346,9 +346,10 @@ pub struct WaitForCancellation {
     node: Arc<Node>,
     /// Its waker's entry, once registered.
     key: Option<usize>,
-    /// The waker in that entry: polled again with one that wakes the same
-    /// task, the future is still registered and need not take the token's
-    /// lock, which every future waiting on the token shares.
+    /// The waker in that entry, while there is one (set only with `key`):
+    /// polled again with one that wakes the same task, the future is still
+    /// registered and need not take the token's lock, which every future
+    /// waiting on the token shares.
     registered: Option<Waker>,
 }
 
@@ -362,8 +363,7 @@ impl Future for WaitForCancellation {
         }
         // Whether the token fired after the look above or fires later, it
         // takes the entry and wakes the waker there, which wakes this task.
-        if self.key.is_some() && (self.registered.as_ref()).is_some_and(|w| w.will_wake(cx.waker()))
-        {
+        if (self.registered.as_ref()).is_some_and(|w| w.will_wake(cx.waker())) {
             return Poll::Pending;
         }
         // A user's waker may panic when cloned or dropped: neither happens
@@ -511,74 +511,50 @@ mod loom_model {
     use crate::loom::wakes::counter;
     use loom::thread;
 
-    /// Re-polled with the waker it registered (no lock taken) while
-    /// another thread fires the token: the registration holds, so the
-    /// waker is woken exactly once, and the wait is then ready.
+    /// Polled with the wakers `earlier` in turn, then with `last` while
+    /// another thread fires the token: one wake in all, and if that last
+    /// poll says pending, `last` is the waker woken; the wait is then
+    /// ready.
+    fn latest_waker_against_cancel(earlier: &'static [usize], last: usize) {
+        loom::model(move || {
+            let token = CancellationToken::new();
+            let wakers = [counter(), counter()];
+            let mut wait = token.cancelled();
+            let mut poll =
+                |i: usize| Pin::new(&mut wait).poll(&mut Context::from_waker(&wakers[i].1));
+            for &i in earlier {
+                assert!(poll(i).is_pending());
+            }
+            let t = token.clone();
+            let firer = thread::spawn(move || t.cancel());
+            let again = poll(last);
+            firer.join().unwrap();
+            let wakes: usize = wakers.iter().map(|(count, _)| count.get()).sum();
+            assert_eq!(wakes, 1, "exactly one wake");
+            if again.is_pending() {
+                assert_eq!(wakers[last].0.get(), 1, "the latest waker is the one woken");
+            }
+            assert!(poll(last).is_ready());
+        });
+    }
+
+    /// Re-polled with the waker it registered: no lock is taken, and the
+    /// registration holds.
     #[test]
     fn repoll_against_cancel() {
-        loom::model(|| {
-            let token = CancellationToken::new();
-            let (count, waker) = counter();
-            let mut wait = token.cancelled();
-            let mut cx = Context::from_waker(&waker);
-            assert!(Pin::new(&mut wait).poll(&mut cx).is_pending());
-            let t = token.clone();
-            let firer = thread::spawn(move || t.cancel());
-            let _ = Pin::new(&mut wait).poll(&mut cx);
-            firer.join().unwrap();
-            assert_eq!(count.get(), 1, "exactly one wake");
-            assert!(Pin::new(&mut wait).poll(&mut cx).is_ready());
-        });
+        latest_waker_against_cancel(&[0], 0);
     }
 
-    /// Registered with one waker, then another, then the first again
-    /// while the token fires: the last poll must not take the first
-    /// waker for registered still; one wake in all, and if the last
-    /// poll says pending, the first waker is the one woken.
-    #[test]
-    fn first_waker_again_against_cancel() {
-        loom::model(|| {
-            let token = CancellationToken::new();
-            let (first, w1) = counter();
-            let (second, w2) = counter();
-            let mut wait = token.cancelled();
-            for w in [&w1, &w2] {
-                let polled = Pin::new(&mut wait).poll(&mut Context::from_waker(w));
-                assert!(polled.is_pending());
-            }
-            let t = token.clone();
-            let firer = thread::spawn(move || t.cancel());
-            let again = Pin::new(&mut wait).poll(&mut Context::from_waker(&w1));
-            firer.join().unwrap();
-            let (a, b) = (first.get(), second.get());
-            assert_eq!(a + b, 1, "exactly one wake");
-            if again.is_pending() {
-                assert_eq!(a, 1, "the latest waker is the one woken");
-            }
-        });
-    }
-
-    /// Re-polled with another waker while the token fires: if the poll
-    /// says pending, the new waker is the one woken; one wake in all.
+    /// Re-polled with another waker.
     #[test]
     fn new_waker_against_cancel() {
-        loom::model(|| {
-            let token = CancellationToken::new();
-            let (first, w1) = counter();
-            let (second, w2) = counter();
-            let mut wait = token.cancelled();
-            assert!(Pin::new(&mut wait)
-                .poll(&mut Context::from_waker(&w1))
-                .is_pending());
-            let t = token.clone();
-            let firer = thread::spawn(move || t.cancel());
-            let again = Pin::new(&mut wait).poll(&mut Context::from_waker(&w2));
-            firer.join().unwrap();
-            let (a, b) = (first.get(), second.get());
-            assert_eq!(a + b, 1, "exactly one wake");
-            if again.is_pending() {
-                assert_eq!(b, 1, "the latest waker is the one woken");
-            }
-        });
+        latest_waker_against_cancel(&[0], 1);
+    }
+
+    /// Registered with one waker, then another, then the first again: the
+    /// last poll must not take the first waker for registered still.
+    #[test]
+    fn first_waker_again_against_cancel() {
+        latest_waker_against_cancel(&[0, 1], 0);
     }
 }
