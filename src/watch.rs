@@ -492,12 +492,17 @@ fn shard(task: TaskId) -> &'static Mutex<Waits> {
 pub(crate) struct Noted(Option<(TaskId, usize)>);
 
 impl Noted {
-    /// Notes (once) that `task` (the task being polled on this thread, if
-    /// any) waits on what `what` says.
+    /// Notes that `task` (the task being polled on this thread, if any)
+    /// waits on what `what` says: once per task, so that a future handed
+    /// to another task, or to a thread outside the pools, is listed as the
+    /// wait of whoever polls it now, not of the task that polled it first.
     #[inline]
     pub(crate) fn waiting(&mut self, task: Option<TaskId>, what: impl FnOnce() -> WaitOn) {
-        if self.0.is_some() {
-            return;
+        if let Some((noted, _)) = self.0 {
+            if Some(noted) == task {
+                return;
+            }
+            self.done();
         }
         let Some(task) = task else {
             return;

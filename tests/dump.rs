@@ -216,6 +216,56 @@ fn waits_name_the_lock_and_its_holder_the_section_the_handle_and_the_timer() {
 }
 
 #[test]
+fn a_handle_handed_on_is_listed_as_the_wait_of_whoever_polls_it_now() {
+    within("handover", || {
+        let pool = pool("handover", 2);
+        let target = pool.spawn(pending::<()>());
+        let target_id = target.id().unwrap();
+        let (to_second, from_first) = futures::channel::oneshot::channel();
+        let (hand_back, handed_back) = futures::channel::oneshot::channel::<()>();
+        let (to_test, from_second) = mpsc::channel();
+        let first = pool.spawn(async move {
+            let mut target = target;
+            assert!(futures::poll!(&mut target).is_pending());
+            to_second
+                .send(target)
+                .expect("the second task waits for it");
+            pending::<()>().await
+        });
+        let second = pool.spawn(async move {
+            let mut target = from_first.await.unwrap();
+            let mut handed_back = handed_back;
+            futures::future::select(&mut target, &mut handed_back).await;
+            to_test.send(target).unwrap();
+            pending::<()>().await
+        });
+        let (first_id, second_id) = (first.id(), second.id());
+        let waits = |dump: &TaskDump, id: Option<TaskId>| {
+            dump.task(id.unwrap()).unwrap().waits_on().to_vec()
+        };
+        let dump = dump_when(&pool, |d| {
+            listed(d, &[first_id, second_id]) && !waits(d, second_id).is_empty()
+        });
+        assert!(waits(&dump, first_id).is_empty(), "{dump}");
+        assert!(
+            matches!(&waits(&dump, second_id)[..], [WaitsOn::Task(id)] if *id == target_id),
+            "{dump}"
+        );
+        // On to this thread, outside the pool, which polls it: no task
+        // of the pool waits on it any more.
+        hand_back.send(()).unwrap();
+        let mut target = from_second.recv().unwrap();
+        assert!(viaduct::block_on(async { futures::poll!(&mut target) }).is_pending());
+        let dump = pool.dump();
+        assert!(waits(&dump, first_id).is_empty(), "{dump}");
+        assert!(waits(&dump, second_id).is_empty(), "{dump}");
+        target.abort();
+        first.abort();
+        second.abort();
+    });
+}
+
+#[test]
 fn opposite_order_locking_of_two_values_is_exactly_one_cycle() {
     within("cycle", || {
         let pool = pool("cycle", 2);
