@@ -460,6 +460,7 @@ pub mod sim;
 mod slab;
 mod spawn;
 pub mod strand;
+mod successor;
 mod task;
 mod task_id;
 mod thread_per_task;

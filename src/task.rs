@@ -236,6 +236,9 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         // move while pinned. The other fields are not pinned.
         let this = unsafe { self.get_unchecked_mut() };
         let info = this.info;
+        // Dropped last, once this task is no longer the current one: the
+        // step in line behind this poll goes to its executor.
+        let _successor = CloseLine(info);
         let current = Current {
             info,
             waker: cx.waker().data(),
@@ -305,8 +308,33 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
     }
 }
 
+/// Closes a task's line (see `successor`) when its poll ends, or its
+/// future is dropped.
+struct CloseLine<'a>(&'a TaskInfo);
+
+impl Drop for CloseLine<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.close_line();
+    }
+}
+
+impl TaskInfo {
+    /// Lets the step waiting in line behind this task's first poll go to
+    /// its executor, if one is, and lets no other wait there from now on.
+    #[inline]
+    fn close_line(&self) {
+        if let Some(next) = self.successor.seal() {
+            next.schedule();
+        }
+    }
+}
+
 impl<F> Drop for TaskFuture<'_, F> {
     fn drop(&mut self) {
+        // A task dropped before its first poll ended lets the step in line
+        // behind it go too, to find out how the task ended.
+        let _successor = CloseLine(self.info);
         crate::watch::task_ended(self.info);
         // A future that panics in `Drop` while being cancelled must not unwind
         // into the executor that dropped it (a worker, or `shutdown_now`).
@@ -390,20 +418,6 @@ where
     }
 }
 
-/// Spawns `fut` on `exec`, which has already admitted it; an `Err` from
-/// `fut` reaches the handle as the task's own error. That is how a
-/// continuation passes on the error of the step before it.
-#[track_caller]
-pub(crate) fn spawn_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> JoinHandle<T>
-where
-    F: Future<Output = Result<T, TaskError>> + Send + 'static,
-    T: Send + 'static,
-{
-    let (runnable, handle) = create_fallible(exec, fut, admission);
-    runnable.schedule();
-    handle
-}
-
 /// Creates the task [`spawn_admitted`] spawns, but leaves its first
 /// schedule to the caller (the timer holds it until its deadline).
 #[track_caller]
@@ -452,9 +466,15 @@ where
 /// running.
 pub(crate) struct Daemon(#[allow(dead_code)] async_task::Task<Outcome<()>, TaskInfo>);
 
-/// Creates the task [`spawn_fallible`] spawns.
+/// Creates a task, unscheduled, whose future's `Err` reaches the handle as
+/// the task's own error: that is how a continuation passes on the error of
+/// the step before it.
 #[track_caller]
-fn create_fallible<F, T>(exec: Exec, fut: F, admission: Admission) -> (Runnable, JoinHandle<T>)
+pub(crate) fn create_fallible<F, T>(
+    exec: Exec,
+    fut: F,
+    admission: Admission,
+) -> (Runnable, JoinHandle<T>)
 where
     F: Future<Output = Result<T, TaskError>> + Send + 'static,
     T: Send + 'static,
@@ -502,6 +522,7 @@ where
         location,
         kind,
         state: std::sync::atomic::AtomicU8::new(crate::watch::QUEUED),
+        successor: crate::successor::Successor::new(),
     };
     let schedule = move |runnable: Runnable, how: ScheduleInfo| {
         // The executor may run the task, to its end, on another thread as
@@ -739,6 +760,9 @@ impl fmt::Debug for AbortHandle {
 fn abort_task(info: &TaskInfo, waker: &Waker) {
     if !info.done.load(Ordering::Acquire) && !info.aborted.swap(true, Ordering::AcqRel) {
         waker.wake_by_ref();
+        // Its handle says `Cancelled` from now on: a step waiting in line
+        // behind the task's first poll must not wait for that poll.
+        info.close_line();
     }
 }
 
@@ -874,6 +898,25 @@ impl<T> JoinHandle<T> {
                 ..
             } => task.is_finished() || info.get().aborted.load(Ordering::Acquire),
             _ => true,
+        }
+    }
+
+    /// Lets `next`, the runnable of a continuation chained on this handle,
+    /// wait in line behind the task's first poll (see `successor`); hands
+    /// it back, to be scheduled now, if that poll is over or there is no
+    /// task.
+    pub(crate) fn queue_behind(&self, next: Runnable) -> Result<(), Runnable> {
+        match &self.state {
+            State::Running { info, .. } => info.get().successor.park(next),
+            State::Failed(_) | State::Ready { .. } => Err(next),
+        }
+    }
+
+    /// Lets the step waiting in line behind the task's first poll go now,
+    /// if one is, and lets no other wait there (see `successor`).
+    pub(crate) fn close_line(&self) {
+        if let State::Running { info, .. } = &self.state {
+            info.get().close_line();
         }
     }
 

@@ -515,6 +515,15 @@ fn ending_a_world_cancels_its_steps_waiting_on_tasks_outside_it() {
         assert!(!step_abort.is_finished(), "the step runs, and waits");
         drop(sim);
         assert!(step_abort.is_finished());
+
+        // A step in line behind a task of the world that never ran: the
+        // end cancels the task, which lets the step go, to be cancelled.
+        let sim = Simulation::new(15);
+        let step = sim.executor().run(|| 1u8).then(|x| x);
+        let step_abort = step.abort_handle();
+        drop(sim);
+        assert!(step_abort.is_finished());
+        assert!(viaduct::block_on(step).unwrap_err().is_cancelled());
     });
 }
 

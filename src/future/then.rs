@@ -38,6 +38,19 @@
 //!    with [`TaskError::Cancelled`], which nobody reads.
 //! 6. Dropping a handle (detaching) never cancels anything: the chain runs to
 //!    its end.
+//! 7. A step chained on a task of the executor it runs on (no `via`, no
+//!    hop), before that task's first poll has ended, waits in line behind
+//!    that poll, unscheduled (`crate::successor`): it goes to the executor
+//!    when the poll ends, when the task's future is dropped, or when
+//!    either is aborted. Scheduled at once, it would have been polled
+//!    only to find its input not ready, and, chained from outside a pool,
+//!    pushed on the pool's shared queue next to the task it follows. In
+//!    line it is what a queued task is: not started, holding nothing. No
+//!    step waits in line behind a step that waits in line itself, so
+//!    letting one go never lets another go in turn, and a task dump
+//!    misses at most one step of a chain. A step `via` another executor
+//!    is scheduled at once: that executor's end must find it, and the
+//!    step before's executor may never run.
 //!
 //! [`Inline`]: crate::Inline
 
@@ -50,7 +63,7 @@ use crate::error::TaskError;
 use crate::executor::Executor;
 use crate::loom::lock_std;
 use crate::task::{
-    abort_chain, admitted_or_rejected, spawn_fallible, AbortStep, JoinHandle, Upstream,
+    abort_chain, admitted_or_rejected, create_fallible, AbortStep, JoinHandle, Upstream,
 };
 
 /// The handle of the step before, shared between the step's task (which
@@ -328,7 +341,21 @@ impl<T: Send + 'static> JoinHandle<T> {
             slot: Mutex::new(Slot::Before(self)),
         });
         let previous = Previous { link: link.clone() };
-        let mut handle = spawn_fallible(ex, step(previous), admission);
+        let (runnable, mut handle) = create_fallible(ex, step(previous), admission);
+        // Nothing else reaches the link yet: the step before is there.
+        let in_line = match &*lock_std(&link.slot) {
+            Slot::Before(before) if before.holds_only_next_executor() => {
+                before.queue_behind(runnable)
+            }
+            _ => Err(runnable),
+        };
+        match in_line {
+            // Nothing waits in line behind a step that waits in line
+            // itself (ground rule 7).
+            Ok(()) => handle.close_line(),
+            // Scheduled unlocked: on `Inline` the step runs right here.
+            Err(runnable) => runnable.schedule(),
+        }
         handle.upstream = Some(Upstream(link));
         handle
     }
