@@ -258,6 +258,17 @@ pub trait Executor: Send + Sync + 'static {
     fn lock_book(&self, _: Internal) -> Option<LockRef> {
         None
     }
+
+    /// Sealed: whether a step chained on a task of this executor, before
+    /// the task's first poll has ended, may wait in line behind that poll
+    /// (ground rule 7 in `future::then`). Only where that changes nothing
+    /// a user can rely on: an executor that promises no order between its
+    /// tasks, never refuses a task it admitted, and never drops a runnable
+    /// under a lock its `schedule` takes (the pool and the simulation).
+    #[doc(hidden)]
+    fn lets_steps_wait_in_line(&self, _: Internal) -> bool {
+        false
+    }
 }
 
 /// A strand's record of who holds it, as [`Executor::lock_book`] hands it
@@ -600,6 +611,9 @@ impl Executor for Exec {
     }
     fn lock_book(&self, key: Internal) -> Option<LockRef> {
         self.0.lock_book(key)
+    }
+    fn lets_steps_wait_in_line(&self, key: Internal) -> bool {
+        self.0.lets_steps_wait_in_line(key)
     }
 }
 

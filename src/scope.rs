@@ -72,8 +72,9 @@ const WAIT_FRAMES: usize = 16 * 1024;
 ///    [`ScopedJoinHandle`], which cannot outlive `'scope`; a handle that is
 ///    leaked leaks the output too, never touching it again.
 ///
-/// The repository checks this under Miri
-/// (`cargo +nightly miri test --test miri_smoke`): borrowed data, dropped,
+/// The repository checks this under Miri (`MIRIFLAGS="-Zmiri-tree-borrows
+/// -Zmiri-ignore-leaks" cargo +nightly miri test --test miri_smoke`, as
+/// `tests/README.md` explains): borrowed data, dropped,
 /// leaked and joined handles, a waker woken after the scope, an aborted
 /// parked task, tasks thrown away by `shutdown_now`, a future whose `Drop`
 /// panics, and an unread panic.

@@ -351,8 +351,9 @@ impl<F> Drop for TaskFuture<'_, F> {
             // panicking `schedule` from a refusal; see `schedule_catching`.
             self.info.fault_began(admission.sink());
         }
-        // Released last: a pool counts the task live until its future is
-        // gone.
+        // Released once the future is gone: a pool counts the task live
+        // until then. Only the step in line behind it goes later (the
+        // guard above), counted by the pool on its own.
         drop(admission);
     }
 }

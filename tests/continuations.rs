@@ -12,8 +12,8 @@ use futures::channel::oneshot;
 mod support;
 use support::within;
 use viaduct::{
-    block_on, hop_to, try_hop_to, Executor, ExecutorExt, Guarded, Inline, JoinHandle,
-    ManualExecutor, RejectReason, Runnable, Strand, TaskError, ThreadPool, ViaExt,
+    block_on, hop_to, try_hop_to, ExecutorExt, Guarded, Inline, JoinHandle, ManualExecutor,
+    RejectReason, Strand, TaskError, ThreadPool, ViaExt,
 };
 
 fn pool(name: &str) -> ThreadPool {
@@ -538,95 +538,55 @@ fn an_aborted_step_ends_without_waiting_for_the_step_before() {
     });
 }
 
-/// An executor that counts what it is handed, over a manual one.
-#[derive(Clone)]
-struct Counting(ManualExecutor, Arc<AtomicUsize>);
-
-impl Executor for Counting {
-    fn schedule(&self, runnable: Runnable) {
-        self.1.fetch_add(1, SeqCst);
-        self.0.schedule(runnable)
-    }
-}
-
-/// A step chained on a task of its own executor before the task's first
-/// poll has ended waits in line behind that poll: the executor is handed
-/// it once, when the poll ends, and its one poll finds its input ready.
-/// (Scheduled at once, it was polled first to find its input not ready.)
+/// A step chained on a task of a pool before the task's first poll has
+/// ended waits in line behind that poll, not in the pool's queue: it goes
+/// there when the poll ends, and then finds its input ready. (Scheduled at
+/// once, it sat in the queue beside the task, and could be polled first
+/// to find its input not ready.)
 #[test]
 fn a_step_chained_before_the_step_before_ran_waits_in_line_behind_it() {
     within("in line", || {
-        let manual = ManualExecutor::new();
-        let ex = Counting(manual.clone(), Default::default());
-        let handed = || ex.1.load(SeqCst);
-        let first = ex.spawn(async { 20u8 });
-        let step = first.then(|x| x + 1);
-        assert_eq!(handed(), 1, "the step waits in line, unscheduled");
-        assert_eq!(manual.run_queued(), 1, "the first task");
-        assert_eq!(handed(), 2, "the step, as the first poll ended");
-        assert_eq!(manual.run_queued(), 1);
-        assert_eq!(block_on(step).unwrap(), 21);
-        assert_eq!(handed(), 2, "polled once");
-
-        // A first task that waits: its step goes when the first poll
-        // ends, and waits on it from then on, like any step.
-        let (send, recv) = oneshot::channel::<u8>();
-        let first = ex.spawn(async move { recv.await.unwrap() });
-        let step = first.then(|x| x + 1);
-        assert_eq!(handed(), 3);
-        assert_eq!(manual.run_queued(), 1);
-        assert_eq!(handed(), 4);
-        assert_eq!(manual.run_queued(), 1, "polled, waiting");
-        send.send(41).unwrap();
-        assert_eq!(manual.run_until_idle(), 2);
-        assert_eq!(block_on(step).unwrap(), 42);
-
-        // Nothing waits in line behind a step that waits in line: a step
-        // chained on it is handed over at once.
-        let first = ex.spawn(async { 1u8 });
-        let second = first.then(|x| x + 1);
-        let handed_before = handed();
-        let third = second.then(|x| x + 1);
-        assert_eq!(handed(), handed_before + 1);
-        manual.run_until_idle();
-        assert_eq!(block_on(third).unwrap(), 3);
-    });
-}
-
-/// A step in line behind a task dropped unpolled (its executor went away
-/// with it queued) is let go, and says it was cancelled.
-#[test]
-fn a_step_in_line_behind_a_task_dropped_unpolled_says_cancelled() {
-    within("dropped ahead", || {
-        let manual = ManualExecutor::new();
-        let first = manual.spawn(async { 1u8 });
-        let ran = Arc::new(AtomicBool::new(false));
-        let r = ran.clone();
-        let step = first.then(move |x| {
-            r.store(true, SeqCst);
-            x
+        let pool = ThreadPool::builder().threads(1).build().unwrap();
+        let (go, gate) = std::sync::mpsc::channel::<()>();
+        let (started, running) = std::sync::mpsc::channel::<()>();
+        let busy = pool.run(move || {
+            started.send(()).unwrap();
+            gate.recv().unwrap();
         });
-        let step_abort = step.abort_handle();
-        drop(manual);
-        assert!(step_abort.is_finished());
-        assert!(block_on(step).unwrap_err().is_cancelled());
-        assert!(!ran.load(SeqCst));
+        running.recv().unwrap();
+        let step = pool.run(|| 20u8).then(|x| x + 1);
+        assert_eq!(pool.metrics().queued, 1, "only the task before the step");
+        // Behind a step in line, nothing waits in line: the next step is
+        // queued at once.
+        let next = step.then(|x| x * 2);
+        assert_eq!(pool.metrics().queued, 2);
+        go.send(()).unwrap();
+        assert_eq!(block_on(next).unwrap(), 42);
+        block_on(busy).unwrap();
     });
 }
 
 /// Aborting the task a step waits in line behind lets the step go at
-/// once, though the task's poll has not ended (it has not begun).
+/// once, though the task's first poll has not ended: the step does not
+/// wait for it.
 #[test]
 fn aborting_the_task_ahead_lets_the_step_in_line_go() {
     within("abort ahead", || {
-        let manual = ManualExecutor::new();
-        let first = manual.spawn(std::future::pending::<u8>());
+        let pool = ThreadPool::builder().threads(2).build().unwrap();
+        let (go, gate) = std::sync::mpsc::channel::<()>();
+        let (started, running) = std::sync::mpsc::channel::<()>();
+        let first = pool.run(move || {
+            started.send(()).unwrap();
+            gate.recv().unwrap();
+            1u8
+        });
+        running.recv().unwrap();
         let first_abort = first.abort_handle();
         let step = first.then_try(|r| r.unwrap_err().is_cancelled());
         first_abort.abort();
-        // The step runs before the aborted task's future is dropped.
-        assert_eq!(manual.run_queued(), 2);
+        // Done while the first task still blocks its worker.
         assert!(block_on(step).unwrap());
+        go.send(()).unwrap();
     });
 }
 

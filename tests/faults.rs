@@ -274,39 +274,6 @@ fn a_yield_into_a_panicking_schedule_reaches_the_handle_and_the_worker_lives() {
     });
 }
 
-/// Forwards the first task it is handed to a pool, and panics on any
-/// other.
-#[derive(Clone)]
-struct PanicsAfterFirst(ThreadPool, Arc<AtomicBool>);
-
-impl Executor for PanicsAfterFirst {
-    fn schedule(&self, runnable: Runnable) {
-        if self.1.swap(true, SeqCst) {
-            panic!("{TEST_PANIC}: schedule after the first");
-        }
-        self.0.schedule(runnable)
-    }
-}
-
-#[test]
-fn a_step_let_go_into_a_panicking_schedule_reaches_its_handle_and_the_worker_lives() {
-    quiet_test_panics();
-    within("step into panicking", || {
-        let cpu = pool("step-panic", 1);
-        let (go, gate) = mpsc::channel::<()>();
-        let busy = cpu.run(move || gate.recv().unwrap());
-        // Queued behind the busy worker: the step waits in line behind
-        // the first task's poll, and the worker hands it over.
-        let ex = PanicsAfterFirst(cpu.clone(), Arc::default());
-        let first = ex.run(|| 1);
-        let step = first.then(|x| x + 1);
-        go.send(()).unwrap();
-        block_on(busy).unwrap();
-        assert_schedule_panic(block_on(step));
-        still_serves_and_shuts_down(cpu);
-    });
-}
-
 #[test]
 fn a_spawn_on_a_panicking_schedule_does_not_panic_and_its_handle_says_why() {
     quiet_test_panics();

@@ -94,6 +94,20 @@ fn continuations_and_hops() {
         ThreadPool::current().unwrap().same_pool(&target)
     });
     assert!(block_on(hopped).unwrap());
+    // Steps in line behind a task's first poll: let go as the poll ends,
+    // by an abort, and by the task's drop with its executor.
+    let manual = viaduct::ManualExecutor::new();
+    let ran = manual.run(|| 2).then(|x| x * 2);
+    let aborted = manual.spawn(std::future::pending::<u8>());
+    let aborted_abort = aborted.abort_handle();
+    let after_abort = aborted.then_try(|r| r.is_err());
+    aborted_abort.abort();
+    manual.run_until_idle();
+    assert_eq!(block_on(ran).unwrap(), 4);
+    assert!(block_on(after_abort).unwrap());
+    let dropped = manual.run(|| 1).then(|x| x + 1);
+    drop(manual);
+    assert!(block_on(dropped).unwrap_err().is_cancelled());
     a.shutdown().unwrap();
     b.shutdown().unwrap();
 }

@@ -38,19 +38,22 @@
 //!    with [`TaskError::Cancelled`], which nobody reads.
 //! 6. Dropping a handle (detaching) never cancels anything: the chain runs to
 //!    its end.
-//! 7. A step chained on a task of the executor it runs on (no `via`, no
-//!    hop), before that task's first poll has ended, waits in line behind
-//!    that poll, unscheduled (`crate::successor`): it goes to the executor
-//!    when the poll ends, when the task's future is dropped, or when
-//!    either is aborted. Scheduled at once, it would have been polled
-//!    only to find its input not ready, and, chained from outside a pool,
-//!    pushed on the pool's shared queue next to the task it follows. In
-//!    line it is what a queued task is: not started, holding nothing. No
-//!    step waits in line behind a step that waits in line itself, so
-//!    letting one go never lets another go in turn, and a task dump
-//!    misses at most one step of a chain. A step `via` another executor
-//!    is scheduled at once: that executor's end must find it, and the
-//!    step before's executor may never run.
+//! 7. A step chained on a task of a pool (or a simulation) that it runs on
+//!    too (no `via`, no hop), before that task's first poll has ended,
+//!    waits in line behind that poll, unscheduled (`crate::successor`):
+//!    it goes to the pool when the poll ends, when the task's future is
+//!    dropped, or when the task is aborted. Scheduled at once, it would
+//!    have been polled only to find its input not ready, and, chained
+//!    from outside the pool, pushed on the pool's shared queue next to
+//!    the task it follows. In line it is what a queued task is: not
+//!    started, holding nothing, counted by the pool. A step in line closes
+//!    its own line, so letting one go never lets another go in turn: a
+//!    chain built ahead alternates steps in line with steps scheduled at
+//!    once. Everywhere else a step is scheduled at once: `via` another
+//!    executor (whose end must find the step, while the step before's
+//!    executor may never run), on strands and priority executors (whose
+//!    order of tasks users rely on), and on user executors (which may
+//!    refuse a task they admitted, or drop one under their own lock).
 //!
 //! [`Inline`]: crate::Inline
 
@@ -60,7 +63,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
 use crate::error::TaskError;
-use crate::executor::Executor;
+use crate::executor::{Executor, INTERNAL};
 use crate::loom::lock_std;
 use crate::task::{
     abort_chain, admitted_or_rejected, create_fallible, AbortStep, JoinHandle, Upstream,
@@ -337,6 +340,8 @@ impl<T: Send + 'static> JoinHandle<T> {
             // runs on, detached (ground rule 6).
             Err(refused) => return refused,
         };
+        let may_wait_in_line =
+            self.holds_only_next_executor() && ex.lets_steps_wait_in_line(INTERNAL);
         let link = Arc::new(Link {
             slot: Mutex::new(Slot::Before(self)),
         });
@@ -344,9 +349,7 @@ impl<T: Send + 'static> JoinHandle<T> {
         let (runnable, mut handle) = create_fallible(ex, step(previous), admission);
         // Nothing else reaches the link yet: the step before is there.
         let in_line = match &*lock_std(&link.slot) {
-            Slot::Before(before) if before.holds_only_next_executor() => {
-                before.queue_behind(runnable)
-            }
+            Slot::Before(before) if may_wait_in_line => before.queue_behind(runnable),
             _ => Err(runnable),
         };
         match in_line {

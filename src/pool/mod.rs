@@ -763,6 +763,10 @@ impl Executor for Shared {
         worker::try_run_one(self)
     }
 
+    fn lets_steps_wait_in_line(&self, _: Internal) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -805,6 +805,10 @@ impl Executor for Shared {
     fn home(&self, _: Internal) -> Option<Exec> {
         self.me.upgrade().map(|s| Exec(s))
     }
+
+    fn lets_steps_wait_in_line(&self, _: Internal) -> bool {
+        true
+    }
 }
 
 impl Clone for Simulation {
