@@ -180,8 +180,10 @@
 //! - [`JoinSet`]: tasks on any executors, awaited in the order they end,
 //!   aborted together when the set is dropped.
 //! - [`cancel::CancellationToken`]: one call stops a whole tree of work;
-//!   [`spawn_cancellable`](ExecutorExt::spawn_cancellable) drops a task's
-//!   future when its token fires, even while it waits.
+//!   [`spawn_cancellable`](ExecutorExt::spawn_cancellable) aborts a task
+//!   when its token fires, even while it waits: its handle says
+//!   `Cancelled` at once, and its executor drops the future at its next
+//!   turn.
 //!
 //! ```
 //! use std::time::Duration;

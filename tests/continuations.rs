@@ -77,7 +77,7 @@ fn a_future_via_an_executor_starts_the_chain_there() {
     assert_eq!(block_on(names).unwrap(), ["a-0", "b-0"]);
 }
 
-/// The seed-000 scene: step 2 on `Inline` runs on the thread that finished
+/// A mixed chain: step 2 on `Inline` runs on the thread that finished
 /// step 1; step 3 goes back to the pool. Step 1 is held until the whole
 /// chain is attached, so it really does finish after `then` (a step that
 /// is already finished runs inside `then`, on the caller's thread: see

@@ -1,4 +1,4 @@
-//! `PriorityExecutor`: the course's scene, FIFO among equals, priorities
+//! `PriorityExecutor`: a later higher priority first, FIFO among equals, priorities
 //! kept across wake-ups, parallelism, and bad input.
 
 mod support;
@@ -40,10 +40,10 @@ fn gate(pq: &PriorityExecutor) -> mpsc::Sender<()> {
     open
 }
 
-/// The seed-002 scene: on a one-thread pool A (100) runs; B (-100) is
+/// On a one-thread pool A (100) runs; B (-100) is
 /// queued while A runs; then A submits C (100). C runs before B.
 #[test]
-fn the_course_scene_runs_a_c_b() {
+fn a_higher_priority_submitted_later_runs_before_a_lower_one_queued_earlier() {
     within("scene", || {
         let pq = PriorityExecutor::new(pool(1));
         let log: Log = Arc::default();
