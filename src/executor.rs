@@ -743,7 +743,7 @@ pub struct TaskInfo {
     pub(crate) kind: TaskKind,
     /// Queued, running or waiting, for dumps (see `watch`).
     pub(crate) state: std::sync::atomic::AtomicU8,
-    /// The continuation waiting in line behind the task's first poll (see
+    /// The step waiting in line behind the task's first poll, if any (see
     /// `successor`).
     pub(crate) successor: crate::successor::Successor<Runnable>,
 }

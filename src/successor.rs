@@ -1,6 +1,7 @@
-//! A task's line: the step chained on a task, on the task's own executor,
-//! before the task's first poll has ended waits in line behind that poll
-//! instead of being scheduled at once (ground rule 7 in `future::then`).
+//! A task's line: a step chained on a task of a pool (or a simulation)
+//! that it runs on too, before the task's first poll has ended, waits in
+//! line behind that poll instead of being scheduled at once (ground rule 7
+//! in `future::then` says when, and why only there).
 //!
 //! Scheduled at once, the step would be polled (often by another worker)
 //! only to find its input not ready, register its waker and wait; chained
