@@ -35,7 +35,7 @@ pub(crate) mod wakes {
     use std::sync::Arc;
     use std::task::{Wake, Waker};
 
-    pub(crate) struct Count(pub(crate) AtomicUsize);
+    pub(crate) struct Count(AtomicUsize);
 
     impl Count {
         pub(crate) fn get(&self) -> usize {

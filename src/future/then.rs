@@ -347,10 +347,14 @@ impl<T: Send + 'static> JoinHandle<T> {
         });
         let previous = Previous { link: link.clone() };
         let (runnable, mut handle) = create_fallible(ex, step(previous), admission);
-        // Nothing else reaches the link yet: the step before is there.
-        let in_line = match &*lock_std(&link.slot) {
-            Slot::Before(before) if may_wait_in_line => before.queue_behind(runnable),
-            _ => Err(runnable),
+        let in_line = if may_wait_in_line {
+            let slot = lock_std(&link.slot);
+            let Slot::Before(before) = &*slot else {
+                unreachable!("nothing else reaches the link yet");
+            };
+            before.queue_behind(runnable)
+        } else {
+            Err(runnable)
         };
         match in_line {
             // Nothing waits in line behind a step that waits in line

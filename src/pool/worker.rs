@@ -150,14 +150,13 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
     // Whatever is still local is cancelled (tasks) or run (join halves).
     // A task dropped here may let a step waiting in line behind it go,
     // into this worker's queues: they are emptied until they stay empty.
-    loop {
-        if let Some(task) = ctx.lifo.take() {
-            drop(task);
-        } else if let Some(job) = ctx.queues.tasks.pop() {
-            drop_or_run(job);
-        } else {
-            break;
-        }
+    while let Some(job) = ctx
+        .lifo
+        .take()
+        .map(Job::Task)
+        .or_else(|| ctx.queues.tasks.pop())
+    {
+        drop_or_run(job);
     }
     while let Some(fork) = ctx.queues.forks.pop() {
         Job::Fork(fork).run();
