@@ -7,6 +7,29 @@
 //! graph: a task waits on a `Guarded` lock or strand held by a task that
 //! waits on...
 //!
+//! # What a dump of a running pool guarantees
+//!
+//! The pool runs on while a dump is taken, so the dump reads its records
+//! one after another, not at one instant. It reads all of them twice, and
+//! lists what the second reading found:
+//!
+//! - Every task listed was alive (polled, not yet ended) when it was read;
+//!   what it waits on was noted when the second reading got to it. A task
+//!   that moved on meanwhile may show a wait that just ended, or miss one
+//!   that just began. A lock's holder is as the second reading found it.
+//! - [`deadlocks`](TaskDump::deadlocks) uses only the waits that both
+//!   readings saw unchanged: the same wait (not an earlier one ended and
+//!   a new one begun), each lock held by the same task through the same
+//!   acquisition (not released and taken again), each task it leads to
+//!   alive at both. None of these comes back once gone, so each such wait
+//!   held all the time from its first reading to its second; all first
+//!   readings come before all second ones, so every wait of a reported
+//!   cycle held at one moment. A reported cycle is a real deadlock: none
+//!   of its tasks can go on unless something outside the cycle (an abort,
+//!   a timeout) ends one of its waits.
+//! - A deadlock forming while the dump is taken may be missed; the next
+//!   dump finds it.
+//!
 //! # Examples
 //!
 //! Two tasks that lock two values in opposite orders:
@@ -54,7 +77,7 @@ use std::time::{Duration, Instant};
 
 use crate::task_id::TaskId;
 pub use crate::task_id::TaskKind;
-use crate::watch::{self, Books, Holder, LockBook, LockKind, WaitOn};
+use crate::watch::{self, Books, Holder, LockBook, LockKind, WaitRead};
 
 /// Every live task of a pool, as [`ThreadPool::dump`](crate::ThreadPool::dump)
 /// found them.
@@ -78,6 +101,9 @@ pub struct TaskEntry {
     kind: TaskKind,
     state: TaskState,
     waits: Vec<WaitsOn>,
+    /// For each of `waits`, whether it is an edge of the wait-for graph
+    /// (see `TaskDump::collect`).
+    steady: Vec<bool>,
 }
 
 /// What a task is doing.
@@ -113,6 +139,13 @@ pub enum WaitsOn {
         /// The value or strand it is queued on.
         lock: LockEntry,
     },
+    /// The tasks of a scope this task opened
+    /// ([`ThreadPool::scope`](crate::ThreadPool::scope)), which it waits
+    /// for to end: those the dump found polled and not yet ended.
+    Scope {
+        /// The scope's tasks.
+        tasks: Vec<TaskId>,
+    },
     /// A timer.
     Timer {
         /// When it fires.
@@ -131,11 +164,6 @@ pub struct LockEntry {
 }
 
 impl LockEntry {
-    fn new(book: Arc<LockBook>) -> LockEntry {
-        let holder = book.holder();
-        LockEntry { book, holder }
-    }
-
     /// What it is: `Guarded<T>` with the value's type, `Strand`, or
     /// `KeyedStrands key`.
     pub fn name(&self) -> String {
@@ -199,6 +227,13 @@ impl fmt::Display for WaitsOn {
             WaitsOn::Lock(lock) => write!(f, "lock of {lock}"),
             WaitsOn::Task(id) => write!(f, "task {id}"),
             WaitsOn::Section { task, lock } => write!(f, "section {task} queued on {lock}"),
+            WaitsOn::Scope { tasks } => {
+                f.write_str("its scope's tasks")?;
+                for (i, task) in tasks.iter().enumerate() {
+                    write!(f, "{}{task}", if i == 0 { " " } else { ", " })?;
+                }
+                Ok(())
+            }
             WaitsOn::Timer { left, .. } => write!(f, "timer due in {} ms", left.as_millis()),
         }
     }
@@ -236,17 +271,27 @@ impl TaskEntry {
     }
 }
 
-impl TaskDump {
-    /// Collects the dump of the pool named `pool`, whose workers are named
-    /// by `worker_name`, from its books; `live` is its count of accepted
-    /// tasks not yet over; `now` is the time by the pool's clock.
-    pub(crate) fn collect(
-        pool: &str,
-        worker_name: impl Fn(usize) -> String,
-        books: &Books,
-        live: u64,
-        now: Instant,
-    ) -> TaskDump {
+/// A task as one pass of a dump found it.
+struct Listed {
+    location: &'static Location<'static>,
+    kind: TaskKind,
+    state: TaskState,
+}
+
+/// One reading of a pool's books, of the waits noted, and of the holders
+/// of the locks those waits name. Its parts are read one after another
+/// while the pool runs: a dump takes two and keeps, for its wait-for
+/// graph, only what both saw (see [`TaskDump::deadlocks`]).
+struct Pass {
+    tasks: BTreeMap<TaskId, Listed>,
+    waits: HashMap<TaskId, Vec<watch::NotedWait>>,
+    /// By the address of the lock's book: the sequence of its last write,
+    /// and the holder it wrote.
+    locks: HashMap<*const LockBook, (u64, Holder)>,
+}
+
+impl Pass {
+    fn take(books: &Books, worker_name: &impl Fn(usize) -> String) -> Pass {
         let mut running: HashMap<TaskId, (String, &'static Location<'static>, TaskKind)> =
             HashMap::new();
         for (i, book) in books.workers().enumerate() {
@@ -254,7 +299,7 @@ impl TaskDump {
                 running.insert(id, (worker_name(i), location, kind));
             }
         }
-        let mut tasks: BTreeMap<TaskId, TaskEntry> = BTreeMap::new();
+        let mut tasks = BTreeMap::new();
         for book in books.workers() {
             for t in book.tasks() {
                 let state = match (running.get(&t.id), t.state) {
@@ -265,65 +310,177 @@ impl TaskDump {
                     (None, watch::WAITING) => TaskState::Waiting,
                     _ => TaskState::Queued,
                 };
+                let (location, kind) = (t.location, t.kind);
                 tasks.insert(
                     t.id,
-                    TaskEntry {
-                        id: t.id,
-                        location: t.location,
-                        kind: t.kind,
+                    Listed {
+                        location,
+                        kind,
                         state,
-                        waits: Vec::new(),
                     },
                 );
             }
         }
         for (id, (worker, location, kind)) in running {
-            tasks.entry(id).or_insert(TaskEntry {
-                id,
+            tasks.entry(id).or_insert(Listed {
                 location,
                 kind,
                 state: TaskState::Running {
                     worker: Some(worker),
                 },
-                waits: Vec::new(),
             });
         }
-        let listed: Vec<TaskId> = tasks.keys().copied().collect();
-        let mut waits = watch::all_waits();
+        let waits = watch::all_waits();
+        let mut locks = HashMap::new();
+        for wait in waits.values().flatten() {
+            let book = match &wait.on {
+                WaitRead::Lock(book)
+                | WaitRead::Task {
+                    queued_on: Some(book),
+                    ..
+                } => book,
+                _ => continue,
+            };
+            locks
+                .entry(Arc::as_ptr(book))
+                .or_insert_with(|| book.reading());
+        }
+        Pass {
+            tasks,
+            waits,
+            locks,
+        }
+    }
+
+    fn listed(&self, id: TaskId) -> bool {
+        self.tasks.contains_key(&id)
+    }
+
+    fn has_wait(&self, task: TaskId, order: u64) -> bool {
+        self.waits
+            .get(&task)
+            .is_some_and(|w| w.iter().any(|w| w.order == order))
+    }
+
+    fn lock(&self, book: &Arc<LockBook>) -> Option<(u64, Holder)> {
+        self.locks.get(&Arc::as_ptr(book)).copied()
+    }
+}
+
+impl TaskDump {
+    /// Collects the dump of the pool named `pool`, whose workers are named
+    /// by `worker_name`, from its books; `live` is its count of accepted
+    /// tasks not yet over; `now` is the time by the pool's clock.
+    ///
+    /// It reads everything twice, and lists what the second reading saw.
+    /// A wait is *steady* (an edge of the wait-for graph) only if both
+    /// readings saw it: the same wait (its order), a lock's holder written
+    /// by the same write (its sequence), and each task it leads to listed
+    /// (alive) in both, or, for a section not started yet, not ended. Every
+    /// part of the first reading comes before every part of the second,
+    /// and none of these things comes back once it has gone, so each
+    /// steady wait held from its first reading to its second: all of them
+    /// at once, at any moment between the two readings.
+    pub(crate) fn collect(
+        pool: &str,
+        worker_name: impl Fn(usize) -> String,
+        books: &Books,
+        live: u64,
+        now: Instant,
+    ) -> TaskDump {
+        let first = Pass::take(books, &worker_name);
+        let mut second = Pass::take(books, &worker_name);
+        let mut waits = std::mem::take(&mut second.waits);
+        let both = |id: TaskId| first.listed(id) && second.listed(id);
+        let same_holder = |book: &Arc<LockBook>, second: &Pass| {
+            let reading = second.lock(book);
+            reading.is_some()
+                && first.lock(book) == reading
+                && match reading {
+                    Some((_, Holder::Task(holder))) => both(holder),
+                    _ => true,
+                }
+        };
         let mut timers: HashMap<TaskId, Vec<Instant>> = HashMap::new();
         for (task, deadline) in crate::time::waiting_tasks() {
             timers.entry(task).or_default().push(deadline);
         }
         timers.values_mut().for_each(|t| t.sort());
-        for entry in tasks.values_mut() {
-            entry.waits = waits
-                .remove(&entry.id)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|w| match w {
-                    WaitOn::Lock(book) => WaitsOn::Lock(LockEntry::new(book)),
-                    WaitOn::Task {
-                        id,
-                        queued_on: Some(book),
-                    } if listed.binary_search(&id).is_err() => WaitsOn::Section {
-                        task: id,
-                        lock: LockEntry::new(book),
-                    },
-                    WaitOn::Task { id, .. } => WaitsOn::Task(id),
-                })
-                .chain(
-                    timers
-                        .remove(&entry.id)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|deadline| WaitsOn::Timer {
-                            deadline,
-                            left: deadline.saturating_duration_since(now),
-                        }),
-                )
-                .collect();
-        }
-        let tasks: Vec<TaskEntry> = tasks.into_values().collect();
+        let tasks: Vec<TaskEntry> = second
+            .tasks
+            .iter()
+            .map(|(&id, listed)| {
+                let mut entry = TaskEntry {
+                    id,
+                    location: listed.location,
+                    kind: listed.kind,
+                    state: listed.state.clone(),
+                    waits: Vec::new(),
+                    steady: Vec::new(),
+                };
+                for wait in waits.remove(&id).unwrap_or_default() {
+                    let seen_before = first.has_wait(id, wait.order);
+                    let lock = |book: &Arc<LockBook>| {
+                        let (_, holder) = second.lock(book).expect("read in the pass");
+                        LockEntry {
+                            book: book.clone(),
+                            holder,
+                        }
+                    };
+                    let (on, steady) = match wait.on {
+                        WaitRead::Lock(book) => {
+                            let steady = same_holder(&book, &second);
+                            (WaitsOn::Lock(lock(&book)), steady)
+                        }
+                        WaitRead::Task {
+                            id: section,
+                            queued_on: Some(book),
+                            ended,
+                        } if !second.listed(section) => {
+                            // Not started: it waits for the lock's holder.
+                            let steady =
+                                !ended && !first.listed(section) && same_holder(&book, &second);
+                            let lock = lock(&book);
+                            (
+                                WaitsOn::Section {
+                                    task: section,
+                                    lock,
+                                },
+                                steady,
+                            )
+                        }
+                        WaitRead::Task { id: task, .. } => (WaitsOn::Task(task), both(task)),
+                        WaitRead::Scope(members) => {
+                            // Only tasks of the scope seen alive both times.
+                            let earlier = first
+                                .waits
+                                .get(&id)
+                                .and_then(|w| w.iter().find(|w| w.order == wait.order))
+                                .map(|w| match &w.on {
+                                    WaitRead::Scope(m) => m.clone(),
+                                    _ => Vec::new(),
+                                })
+                                .unwrap_or_default();
+                            let tasks: Vec<TaskId> = members
+                                .into_iter()
+                                .filter(|m| earlier.contains(m) && both(*m))
+                                .collect();
+                            (WaitsOn::Scope { tasks }, true)
+                        }
+                    };
+                    entry.waits.push(on);
+                    entry.steady.push(seen_before && steady);
+                }
+                for deadline in timers.remove(&id).unwrap_or_default() {
+                    entry.waits.push(WaitsOn::Timer {
+                        deadline,
+                        left: deadline.saturating_duration_since(now),
+                    });
+                    entry.steady.push(false);
+                }
+                entry
+            })
+            .collect();
         TaskDump {
             pool: pool.to_owned(),
             not_started: live.saturating_sub(tasks.len() as u64),
@@ -350,28 +507,34 @@ impl TaskDump {
         self.not_started
     }
 
-    /// The cycles of the wait-for graph: tasks that wait, through locks
-    /// and handles, on each other, so none of them will ever go on. Each
-    /// cycle is reported once.
+    /// The cycles of the wait-for graph: tasks that wait, through locks,
+    /// handles and scopes, on each other, so none of them will ever go on.
+    /// Each cycle is reported once, and only if every wait in it held at
+    /// one moment (see the [module docs](crate::dump)): a dump of a busy
+    /// pool reports no cycle that cannot exist.
     pub fn deadlocks(&self) -> Vec<Deadlock> {
         // Edges: a task waits on a task (a handle, or the holder of a lock
         // or of the lock a section is queued on).
+        // Only steady waits: see `collect`.
+        let index = |id: &TaskId| self.tasks.binary_search_by_key(id, TaskEntry::id).ok();
         let edges: Vec<Vec<(usize, &WaitsOn)>> = self
             .tasks
             .iter()
             .map(|t| {
-                t.waits
-                    .iter()
-                    .filter_map(|w| {
-                        let next = match w {
-                            WaitsOn::Lock(lock) | WaitsOn::Section { lock, .. } => lock.holder()?,
-                            WaitsOn::Task(id) => *id,
-                            WaitsOn::Timer { .. } => return None,
-                        };
-                        let i = self.tasks.binary_search_by_key(&next, TaskEntry::id).ok()?;
-                        Some((i, w))
-                    })
-                    .collect()
+                let mut edges = Vec::new();
+                for (w, _) in t.waits.iter().zip(&t.steady).filter(|(_, &s)| s) {
+                    let next = match w {
+                        WaitsOn::Lock(lock) | WaitsOn::Section { lock, .. } => lock.holder(),
+                        WaitsOn::Task(id) => Some(*id),
+                        WaitsOn::Scope { tasks } => {
+                            edges.extend(tasks.iter().filter_map(index).map(|i| (i, w)));
+                            None
+                        }
+                        WaitsOn::Timer { .. } => None,
+                    };
+                    edges.extend(next.as_ref().and_then(index).map(|i| (i, w)));
+                }
+                edges
             })
             .collect();
         strongly_connected(&edges)

@@ -32,6 +32,7 @@ pub type PanicPayload = Box<dyn Any + Send + 'static>;
 /// let ex = ManualExecutor::new();
 /// let queued = ex.spawn(async { 1 });
 /// queued.abort();
+/// ex.run_until_idle(); // drops the aborted task's future
 /// assert!(matches!(block_on(queued), Err(TaskError::Cancelled)));
 ///
 /// ex.close();
@@ -101,6 +102,7 @@ impl TaskError {
     /// let ex = ManualExecutor::new();
     /// let handle = ex.run(|| 1);
     /// handle.abort();
+    /// ex.run_until_idle(); // drops the aborted task's future
     /// let err = block_on(handle).unwrap_err();
     /// assert!(err.is_cancelled());
     /// assert!(!err.is_panic());

@@ -42,18 +42,8 @@ use crate::ThreadPool;
 /// assert_eq!(sum, 285);
 /// ```
 pub struct JoinSet<T> {
-    tasks: FuturesUnordered<Member<T>>,
-}
-
-/// A task of the set, as the set awaits it: until it has ended.
-struct Member<T>(JoinHandle<T>);
-
-impl<T> Future for Member<T> {
-    type Output = Result<T, TaskError>;
-
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.poll_ended(cx)
-    }
+    /// Each resolves once its task has ended (its future dropped).
+    tasks: FuturesUnordered<JoinHandle<T>>,
 }
 
 impl<T> JoinSet<T> {
@@ -81,7 +71,7 @@ impl<T> JoinSet<T> {
     /// [`join_next`](JoinSet::join_next).
     pub fn abort_all(&mut self) {
         for task in self.tasks.iter() {
-            task.0.abort();
+            task.abort();
         }
     }
 
@@ -189,7 +179,7 @@ impl<T: Send + 'static> JoinSet<T> {
 
     fn insert(&mut self, handle: JoinHandle<T>) -> AbortHandle {
         let abort = handle.abort_handle();
-        self.tasks.push(Member(handle));
+        self.tasks.push(handle);
         abort
     }
 }

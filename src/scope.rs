@@ -14,8 +14,11 @@ use event_listener::{Event, Listener};
 use crate::error::{drop_payload, Panic, PanicPayload, TaskError};
 use crate::loom::lock_std;
 use crate::pool::with_worker;
+use crate::section::{Frame, Held};
 use crate::spawn::ExecutorExt;
+use crate::task::{current_task, current_task_id};
 use crate::task::{DropOnce, JoinHandle};
+use crate::watch::{Noted, ScopeBook, WaitOn};
 use crate::{block_on, ThreadPool};
 
 /// Stack the scope's wait may use below `ThreadPool::scope`'s frame, for
@@ -94,6 +97,11 @@ struct ScopeState {
     ended: Event,
     /// The first panic of a task whose handle did not read it.
     panic: Mutex<Option<PanicPayload>>,
+    /// Its tasks a dump may list, as what the scope's wait waits on.
+    book: Arc<ScopeBook>,
+    /// The strands held by the sections the scope was opened in, until it
+    /// returns: its tasks must not wait on them.
+    held: Held,
 }
 
 impl ScopeState {
@@ -107,9 +115,15 @@ impl ScopeState {
         }
     }
 
+    /// Waits until every task has ended, helping the pool on one of its
+    /// workers. The wait is noted for task dumps, on what the scope's
+    /// tasks are, and the task waiting is listed while it blocks.
     fn wait_all(&self) {
         let all_ended = || self.running.load(Ordering::Acquire) == 0;
-        let helping = catch_unwind(AssertUnwindSafe(|| {
+        let mut noted = Noted::default();
+        noted.waiting(current_task(), || WaitOn::Scope(self.book.clone()));
+        crate::task::list_current_while_blocked();
+        let wait = || {
             block_on(async {
                 while !all_ended() {
                     let listener = self.ended.listen();
@@ -119,6 +133,16 @@ impl ScopeState {
                     listener.await;
                 }
             })
+        };
+        // Inside a simulated task, the simulation can neither run the
+        // pool's tasks nor tell their wake-ups from none (it would panic
+        // that nothing will wake, and on a one-thread pool whose worker
+        // runs the simulation, nothing would): wait outside it, helping
+        // the pool if this thread is a worker, as anywhere else.
+        let helping = catch_unwind(AssertUnwindSafe(|| {
+            if let Err(wait) = crate::sim::outside(wait) {
+                wait();
+            }
         }));
         if helping.is_err() {
             // `block_on` refused (its stack guard on a nearly full worker
@@ -208,6 +232,8 @@ struct ScopedTask<F: Future> {
     fut: DropOnce<F>,
     slot: Arc<Slot<F::Output>>,
     member: Member,
+    /// Its key in the scope's book, once a poll of it returned `Pending`.
+    listed: Option<usize>,
 }
 
 impl<F: Future> ScopedTask<F> {
@@ -216,6 +242,13 @@ impl<F: Future> ScopedTask<F> {
             .0
             .as_ref()
             .expect("a task leaves its scope last")
+    }
+
+    /// Leaves the scope's book, if in it.
+    fn unlist(&mut self) {
+        if let Some(key) = self.listed.take() {
+            self.scope().book.leave(key);
+        }
     }
 }
 
@@ -231,11 +264,28 @@ impl<F: Future> Future for ScopedTask<F> {
         let Some(fut) = unsafe { Pin::new_unchecked(&mut this.fut) }.as_pin_mut() else {
             return Poll::Ready(());
         };
-        let outcome = match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
-            Ok(Poll::Pending) => return Poll::Pending,
+        let scope = this
+            .member
+            .0
+            .as_ref()
+            .expect("a task leaves its scope last");
+        // Opened inside sections: the task must not wait on their strands.
+        let frame =
+            (!scope.held.is_empty()).then(|| Frame::for_scope_task(current_task_id(), &scope.held));
+        let entered = frame.as_ref().map(Frame::enter);
+        let polled = catch_unwind(AssertUnwindSafe(|| fut.poll(cx)));
+        drop(entered);
+        let outcome = match polled {
+            Ok(Poll::Pending) => {
+                if this.listed.is_none() {
+                    this.listed = current_task().map(|id| scope.book.enter(id));
+                }
+                return Poll::Pending;
+            }
             Ok(Poll::Ready(value)) => Ok(value),
             Err(payload) => Err(payload),
         };
+        this.unlist();
         // Point 1 of "Soundness" (`Scope`): the future goes first, then
         // the outcome, then the count.
         let outcome = match (this.fut.drop_now(), outcome) {
@@ -262,6 +312,7 @@ impl<F: Future> Drop for ScopedTask<F> {
         if let Some(payload) = self.fut.drop_now() {
             self.scope().record(payload);
         }
+        self.unlist();
     }
 }
 
@@ -285,6 +336,7 @@ impl<'scope> Scope<'scope, '_> {
             fut: DropOnce::new(future),
             slot: slot.clone(),
             member: Member::join(&self.state),
+            listed: None,
         });
         // SAFETY: only the lifetime changes. The task touches what it
         // borrows only before its member counts it out, and the scope
@@ -436,6 +488,22 @@ impl ThreadPool {
     /// (scopes or `block_on`s nested too deep), as [`block_on`] does: the
     /// scope could not wait there.
     ///
+    /// Opened inside a section of a strand (a [`Guarded::with`] closure, a
+    /// task on a [`Strand`]), the section holds the strand until the scope
+    /// returns: a task of the scope that waits on that strand (its lock, a
+    /// section or task queued on it) could never go on, and panics at once
+    /// instead, saying so; `scope` then re-raises that panic as above. A
+    /// wait on the strand further removed (through another task) is not
+    /// caught, but a [dump](ThreadPool::dump) shows its cycle, through the
+    /// scope's wait.
+    ///
+    /// Inside a simulated task ([`sim`](crate::sim)), the scope waits
+    /// outside the simulation, as on real threads: the simulation cannot
+    /// run the pool's tasks.
+    ///
+    /// [`Guarded::with`]: crate::Guarded::with
+    /// [`Strand`]: crate::Strand
+    ///
     /// # Examples
     ///
     /// ```
@@ -460,6 +528,8 @@ impl ThreadPool {
                 running: AtomicUsize::new(0),
                 ended: Event::new(),
                 panic: Mutex::new(None),
+                book: Arc::default(),
+                held: crate::section::held_strands(current_task_id()),
             }),
             scope: PhantomData,
             env: PhantomData,

@@ -22,9 +22,10 @@
 //! - [`seal`](Successor::seal): a swap to the sealed mark, which hands back
 //!   the runnable parked there, if any, for the caller to schedule. The
 //!   end of every poll seals (after the first, a plain load finds the mark
-//!   and stops there), as do the drop of the task's future and an abort of
-//!   the task (its handle says `Cancelled` at once, so the step must not
-//!   wait for the poll).
+//!   and stops there), as does the drop of the task's future. An abort of
+//!   the task does not: its handle resolves only once the future is
+//!   dropped, after that poll, so the step would find nothing to read
+//!   before then.
 //!
 //! Exactly one of `park` failing and `seal` finding the runnable happens,
 //! so the step is scheduled exactly once, and never held past the end of

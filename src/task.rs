@@ -29,7 +29,7 @@ use crate::error::{drop_payload, ByValue, Panic, PanicPayload, RejectReason, Tas
 use crate::executor::INTERNAL;
 use crate::executor::{report, Admission, Exec, Executor, Failure, Runnable, Sink, TaskInfo};
 use crate::task_id::{TaskId, TaskKind};
-use crate::watch::{Noted, WaitOn};
+use crate::watch::{EndedFlag, Noted, WaitOn};
 
 /// The viaduct task being polled on this thread: its metadata, and the data
 /// pointer of the waker it was polled with (compared, never dereferenced).
@@ -80,6 +80,17 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(Option<&TaskInfo>) -> R) -> R 
     // of that poll and reset (by `CurrentGuard`) before it returns; while the
     // task is being polled its allocation, metadata included, is alive.
     f(unsafe { ptr.as_ref() })
+}
+
+/// Lists the viaduct task being polled on this thread, if any, in the
+/// dump records of the pool worker it runs on while its poll blocks (a
+/// scope's wait), so that a dump shows it and what it waits on.
+pub(crate) fn list_current_while_blocked() {
+    with_current_task(|t| {
+        if let Some(info) = t {
+            crate::watch::list_while_blocked(info);
+        }
+    });
 }
 
 /// The viaduct task being polled on this thread, by address (null if
@@ -295,15 +306,10 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             Ok(Poll::Ready(Err(error))) => Err(failure(error)),
             Err(payload) => Err(failure(TaskError::Panicked(Panic::new(payload)))),
         };
+        // An abort that landed during this poll loses to its result, as
+        // in tokio: the handle has not resolved yet (it waits for the
+        // future to be dropped), and the body did run to its end.
         this.completed = true;
-        if info.aborted.load(Ordering::Acquire) {
-            // Aborted while this poll ran: the abort came before the task
-            // finished, so the handle says `Cancelled`, as it may have
-            // already; the result is dropped (a panicking `Drop` of it is
-            // reported).
-            drop(outcome);
-            return failed(TaskError::Cancelled);
-        }
         Poll::Ready(outcome)
     }
 }
@@ -612,12 +618,14 @@ pub struct JoinHandle<T> {
 
 enum State<T> {
     Running {
+        /// The wait for this task noted for task dumps, while one lasts.
+        /// First, so dropped first: the noted wait points into the task's
+        /// metadata, which `waker` keeps alive.
+        noted: Noted,
         task: Option<FallibleTask<Outcome<T>, TaskInfo>>,
         info: InfoRef,
         /// Wakes the task to be aborted (and keeps its allocation alive).
         waker: Waker,
-        /// The wait for this task noted for task dumps, while one lasts.
-        noted: Noted,
     },
     /// Boxed: rare (a refusal, a section run on the spot that panicked),
     /// and the largest variant, which every handle would pay for.
@@ -757,13 +765,12 @@ impl fmt::Debug for AbortHandle {
 }
 
 /// Marks the task aborted and wakes it: its next poll drops its future
-/// instead of polling it (or its executor drops it, if closed).
+/// instead of polling it (or its executor drops it, if closed). A poll
+/// under way when the abort lands runs to its end, and if it finishes the
+/// task, its result stands.
 fn abort_task(info: &TaskInfo, waker: &Waker) {
     if !info.done.load(Ordering::Acquire) && !info.aborted.swap(true, Ordering::AcqRel) {
         waker.wake_by_ref();
-        // Its handle says `Cancelled` from now on: a step waiting in line
-        // behind the task's first poll must not wait for that poll.
-        info.close_line();
     }
 }
 
@@ -804,12 +811,14 @@ impl<T> JoinHandle<T> {
         }
     }
 
-    /// Cancels the task if it has not finished: it will not be polled again,
-    /// its future is dropped (by its executor, at the task's next run, or
-    /// at once if the executor drops it), and the handle gives
-    /// [`TaskError::Cancelled`]: at once if polled after the abort; a
-    /// poll already waiting is woken when the executor drops the future. A task that already finished
-    /// keeps its result. Aborting a continuation (see
+    /// Cancels the task if it has not finished, as tokio's does: it is
+    /// woken and will not be polled again; its executor drops its future
+    /// (at the task's next run, or when the executor drops it), and only
+    /// then does the handle resolve, to [`TaskError::Cancelled`]. So once
+    /// the handle says `Cancelled`, every lock, guard and value the task
+    /// held is released. A task that finished keeps its result, also when
+    /// the abort lands during the poll that finishes it: that poll's
+    /// result wins. Aborting a continuation (see
     /// [`then`](JoinHandle::then)) also cancels the steps before it that
     /// have not started. Takes `&self`, like tokio's; to abort from
     /// elsewhere, use an [`abort_handle`](JoinHandle::abort_handle).
@@ -822,8 +831,9 @@ impl<T> JoinHandle<T> {
     /// let ex = ManualExecutor::new();
     /// let handle = ex.run(|| "never runs");
     /// handle.abort();
-    /// assert!(handle.is_finished());
+    /// assert!(!handle.is_finished()); // its future is not dropped yet
     /// ex.run_until_idle(); // the queued task is dropped, not run
+    /// assert!(handle.is_finished());
     /// assert!(block_on(handle).unwrap_err().is_cancelled());
     /// ```
     pub fn abort(&self) {
@@ -876,8 +886,12 @@ impl<T> JoinHandle<T> {
         }
     }
 
-    /// `true` once the task has finished, been cancelled or was rejected:
-    /// awaiting the handle would not wait.
+    /// `true` once the task is over: its future has been dropped (it
+    /// finished, panicked, or was cancelled and its executor has dropped
+    /// it), or there never was one (it was rejected). Always the same as
+    /// [`AbortHandle::is_finished`]. Awaiting the handle then gives the
+    /// result without waiting for the task, at most for its executor to
+    /// finish handing the result over.
     ///
     /// # Examples
     ///
@@ -893,11 +907,7 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn is_finished(&self) -> bool {
         match &self.state {
-            State::Running {
-                task: Some(task),
-                info,
-                ..
-            } => task.is_finished() || info.get().aborted.load(Ordering::Acquire),
+            State::Running { info, .. } => info.get().done.load(Ordering::Acquire),
             _ => true,
         }
     }
@@ -950,38 +960,15 @@ impl<T> JoinHandle<T> {
 impl<T> Future for JoinHandle<T> {
     type Output = Result<T, TaskError>;
 
+    /// Resolves once the task's future has been dropped: an aborted
+    /// task's handle says `Cancelled` only then.
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.poll_result(cx, true)
-    }
-}
-
-impl<T> JoinHandle<T> {
-    /// Like `poll`, but an aborted task reads `Cancelled` only once it has
-    /// ended (its future dropped), as a [`JoinSet`](crate::JoinSet) reports
-    /// it.
-    pub(crate) fn poll_ended(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, TaskError>> {
-        self.poll_result(cx, false)
-    }
-
-    /// `early_abort`: an aborted task reads `Cancelled` at once, before
-    /// its executor has dropped its future.
-    fn poll_result(
-        &mut self,
-        cx: &mut Context<'_>,
-        early_abort: bool,
-    ) -> Poll<Result<T, TaskError>> {
         match &mut self.state {
             State::Running {
                 task, info, noted, ..
             } => {
                 let info = info.get();
                 let task = task.as_mut().expect("task is held until drop");
-                if early_abort && info.aborted.load(Ordering::Acquire) && !task.is_finished() {
-                    // Over for whoever waited: a dump no longer lists the
-                    // wait, however long the handle is kept.
-                    noted.done();
-                    return Poll::Ready(Err(TaskError::Cancelled));
-                }
                 std::task::ready!(crate::coop::poll_proceed(cx));
                 let polled = Pin::new(task).poll(cx);
                 if polled.is_ready() {
@@ -993,6 +980,7 @@ impl<T> JoinHandle<T> {
                         noted.waiting(current_task(), || WaitOn::Task {
                             id: info.id,
                             queued_on: info.with_executor(|ex| ex.lock_book(INTERNAL)).map(|b| b.0),
+                            ended: EndedFlag::of(&info.done),
                         });
                         crate::section::check_not_blocking_on("a task or section", || {
                             let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());

@@ -23,7 +23,6 @@ use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::panic::Location;
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
@@ -39,15 +38,47 @@ pub(crate) const QUEUED: u8 = 0;
 pub(crate) const RUNNING: u8 = 1;
 pub(crate) const WAITING: u8 = 2;
 
+/// The sequence of a seqlock over a few atomic fields, written by one
+/// writer at a time (the loom models below check it): a reader racing a
+/// write reads stale or mixed fields, never torn ones, and the sequence
+/// tells it to retry. Each write bumps it by two, so equal readings of it
+/// mean that nothing was written between them.
+#[derive(Default)]
+struct Sequence(crate::loom::AtomicU64);
+
+impl Sequence {
+    /// Runs `store`, which writes the fields with relaxed stores, as one
+    /// write.
+    #[inline]
+    fn write(&self, store: impl FnOnce()) {
+        let seq = self.0.load(Relaxed);
+        self.0.store(seq.wrapping_add(1), Relaxed);
+        fence(Release);
+        store();
+        self.0.store(seq.wrapping_add(2), Release);
+    }
+
+    /// What `load` (relaxed loads of the fields) reads between two
+    /// writes, with the sequence it was read at.
+    fn read<T>(&self, load: impl Fn() -> T) -> (u64, T) {
+        loop {
+            let seq = self.0.load(Acquire);
+            let fields = load();
+            fence(Acquire);
+            if seq % 2 == 0 && self.0.load(Relaxed) == seq {
+                return (seq, fields);
+            }
+            crate::loom::spin_loop();
+        }
+    }
+}
+
 /// The task a pool worker is polling: written by the worker only, read by
-/// the stall watcher and dumps. A seqlock (the loom model below checks
-/// it): the fields are atomics, so a reader racing a write reads stale or
-/// mixed values, never torn ones, and the sequence tells it to retry.
+/// the stall watcher and dumps, under a [`Sequence`].
 #[derive(Default)]
 pub(crate) struct Running {
-    /// Odd while the fields change; bumped by two at every poll's start
-    /// and end (a nested poll's too).
-    seq: crate::loom::AtomicU64,
+    /// Bumped by two at every poll's start and end (a nested poll's too).
+    seq: Sequence,
     /// The task's id, 0 when none.
     task: crate::loom::AtomicU64,
     location: AtomicPtr<Location<'static>>,
@@ -83,33 +114,24 @@ fn untagged(word: u64) -> Option<(TaskId, TaskKind)> {
 impl Running {
     #[inline]
     fn write(&self, task: u64, location: *mut Location<'static>) {
-        let seq = self.seq.load(Relaxed);
-        self.seq.store(seq.wrapping_add(1), Relaxed);
-        fence(Release);
-        self.task.store(task, Relaxed);
-        self.location.store(location, Relaxed);
-        self.seq.store(seq.wrapping_add(2), Release);
+        self.seq.write(|| {
+            self.task.store(task, Relaxed);
+            self.location.store(location, Relaxed);
+        });
     }
 
     /// A consistent reading, taken between two writes.
     pub(crate) fn read(&self) -> Seen {
-        loop {
-            let seq = self.seq.load(Acquire);
-            let task = self.task.load(Relaxed);
-            let location = self.location.load(Relaxed);
-            fence(Acquire);
-            if seq % 2 == 1 || self.seq.load(Relaxed) != seq {
-                crate::loom::spin_loop();
-                continue;
-            }
-            let task = untagged(task).map(|(id, kind)| {
-                // SAFETY: every non-null pointer stored is a
-                // `&'static Location` (see `enter_poll`), stored with its
-                // task id; a reading inside one write's bounds pairs them.
-                (id, unsafe { &*location }, kind)
-            });
-            return Seen { seq, task };
-        }
+        let (seq, (task, location)) = self
+            .seq
+            .read(|| (self.task.load(Relaxed), self.location.load(Relaxed)));
+        let task = untagged(task).map(|(id, kind)| {
+            // SAFETY: every non-null pointer stored is a `&'static Location`
+            // (see `enter_poll`), stored with its task id; a reading inside
+            // one write's bounds pairs them.
+            (id, unsafe { &*location }, kind)
+        });
+        Seen { seq, task }
     }
 }
 
@@ -376,6 +398,32 @@ pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>, waker: &W
     });
 }
 
+/// Lists `info`'s task, whose poll is under way on this thread and blocks
+/// there (a scope's wait), in this pool worker's book if it is in none: a
+/// task that has not yet returned `Pending` is listed only while a worker
+/// runs it, and helping the pool while blocked, the worker runs others.
+/// Not in a simulation's books, which keep wakers of the tasks they list.
+pub(crate) fn list_while_blocked(info: &TaskInfo) {
+    // SAFETY: a non-null `HERE` is live (see `WorkerGuard`).
+    let Some(here) = (unsafe { HERE.with(Cell::get).as_ref() }) else {
+        return;
+    };
+    // SAFETY: the caller is inside the task's poll, which holds its
+    // runnable (see `left_pending`).
+    let booking = unsafe { &mut *info.booking.0.get() };
+    if booking.is_some() || here.book.world != 0 {
+        return;
+    }
+    let key = lock_std(&here.book.tasks).insert(Entry {
+        task: TaskPtr(NonNull::from(info)),
+        waker: None,
+    });
+    *booking = Some(Booking {
+        book: here.book.clone(),
+        key,
+    });
+}
+
 /// The task's future is being dropped: it leaves its book.
 #[inline]
 pub(crate) fn task_ended(info: &TaskInfo) {
@@ -384,10 +432,16 @@ pub(crate) fn task_ended(info: &TaskInfo) {
 }
 
 /// Which task holds a `Guarded` value or a strand, and how to name it.
+///
+/// Its holder is written only by whoever owns the strand (as it takes it,
+/// and before it gives it up), so one at a time, under a [`Sequence`]: a
+/// dump that reads the same sequence twice knows the holder did not
+/// change in between, not even away and back.
 pub(crate) struct LockBook {
+    seq: Sequence,
     /// The holder's task id; 0 when free, [`UNKNOWN_HOLDER`] when held by
     /// code that is not a task (a post, a thread outside any task).
-    holder: AtomicU64,
+    holder: crate::loom::AtomicU64,
     pub(crate) kind: LockKind,
     pub(crate) location: &'static Location<'static>,
 }
@@ -416,30 +470,76 @@ pub(crate) enum Holder {
 impl LockBook {
     pub(crate) fn new(kind: LockKind, location: &'static Location<'static>) -> LockBook {
         LockBook {
-            holder: AtomicU64::new(0),
+            seq: Sequence::default(),
+            holder: crate::loom::AtomicU64::new(0),
             kind,
             location,
         }
     }
 
-    /// The lock is now held by `task`.
+    /// The lock is now held by `task`. Called by the strand's new owner.
     #[inline]
     pub(crate) fn held_by(&self, task: Option<TaskId>) {
-        self.holder
-            .store(task.map_or(UNKNOWN_HOLDER, TaskId::as_u64), Relaxed);
+        let word = task.map_or(UNKNOWN_HOLDER, TaskId::as_u64);
+        self.seq.write(|| self.holder.store(word, Relaxed));
     }
 
+    /// Called by the strand's owner before it gives the strand up.
     #[inline]
     pub(crate) fn released(&self) {
-        self.holder.store(0, Relaxed);
+        self.seq.write(|| self.holder.store(0, Relaxed));
     }
 
-    pub(crate) fn holder(&self) -> Holder {
-        match self.holder.load(Relaxed) {
+    /// Who holds the lock, and the sequence of the write that said so.
+    pub(crate) fn reading(&self) -> (u64, Holder) {
+        let (seq, word) = self.seq.read(|| self.holder.load(Relaxed));
+        let holder = match word {
             0 => Holder::Free,
             UNKNOWN_HOLDER => Holder::NotATask,
             id => Holder::Task(TaskId::from_u64(id).expect("not 0")),
-        }
+        };
+        (seq, holder)
+    }
+}
+
+/// The tasks of a scope that a dump may list, for the wait of the task
+/// that opened it: each enters when its first poll returns `Pending` (one
+/// that finishes in its first poll is never listed, and holds nothing),
+/// and leaves when it ends.
+#[derive(Default)]
+pub(crate) struct ScopeBook(Mutex<Slab<TaskId>>);
+
+impl ScopeBook {
+    pub(crate) fn enter(&self, task: TaskId) -> usize {
+        lock_std(&self.0).insert(task)
+    }
+
+    pub(crate) fn leave(&self, key: usize) {
+        lock_std(&self.0).remove(key);
+    }
+
+    fn members(&self) -> Vec<TaskId> {
+        lock_std(&self.0).iter().copied().collect()
+    }
+}
+
+/// A task's `done` flag (its future has been dropped), as a wait on its
+/// handle points at it. Read only under the wait table's lock, while the
+/// wait is in the table: the handle that noted the wait removes it before
+/// it lets go of the task (see `JoinHandle`'s fields), so the task is
+/// alive.
+#[derive(Clone, Copy)]
+pub(crate) struct EndedFlag(NonNull<std::sync::atomic::AtomicBool>);
+
+// SAFETY: only read, as a shared `&AtomicBool`, which is `Send + Sync`,
+// under the conditions above.
+unsafe impl Send for EndedFlag {}
+// SAFETY: as above.
+unsafe impl Sync for EndedFlag {}
+
+impl EndedFlag {
+    pub(crate) fn of(done: &std::sync::atomic::AtomicBool) -> EndedFlag {
+        EndedFlag(NonNull::from(done))
     }
 }
 
@@ -453,7 +553,33 @@ pub(crate) enum WaitOn {
     Task {
         id: TaskId,
         queued_on: Option<Arc<LockBook>>,
+        ended: EndedFlag,
     },
+    /// The tasks of a scope the waiting task opened.
+    Scope(Arc<ScopeBook>),
+}
+
+/// A wait as a dump reads it from the table.
+#[derive(Clone)]
+pub(crate) enum WaitRead {
+    Lock(Arc<LockBook>),
+    /// `ended`: the task's future has been dropped (its handle will say
+    /// so when polled).
+    Task {
+        id: TaskId,
+        queued_on: Option<Arc<LockBook>>,
+        ended: bool,
+    },
+    /// The scope's listable tasks, when the table was read.
+    Scope(Vec<TaskId>),
+}
+
+/// One noted wait: `order` tells waits apart (each is noted with a new
+/// one), and orders them within a task.
+#[derive(Clone)]
+pub(crate) struct NotedWait {
+    pub(crate) order: u64,
+    pub(crate) on: WaitRead,
 }
 
 /// Shards of the wait table: enough that tasks on different workers
@@ -548,20 +674,35 @@ impl Drop for Noted {
 
 /// What every waiting task waits on now, each task's waits in the order
 /// it began them: every shard locked once.
-pub(crate) fn all_waits() -> HashMap<TaskId, Vec<WaitOn>> {
-    let mut all: HashMap<TaskId, Vec<(u64, WaitOn)>> = HashMap::new();
+pub(crate) fn all_waits() -> HashMap<TaskId, Vec<NotedWait>> {
+    let mut all: HashMap<TaskId, Vec<NotedWait>> = HashMap::new();
     for shard in &TABLE {
         let shard = lock_std(shard);
         for (task, order, wait) in shard.waits.iter() {
-            all.entry(*task).or_default().push((*order, wait.clone()));
+            let on = match wait {
+                WaitOn::Lock(book) => WaitRead::Lock(book.clone()),
+                WaitOn::Task {
+                    id,
+                    queued_on,
+                    ended,
+                } => WaitRead::Task {
+                    id: *id,
+                    queued_on: queued_on.clone(),
+                    // SAFETY: read under the shard's lock, with the wait
+                    // in the table (see `EndedFlag`).
+                    ended: unsafe { ended.0.as_ref() }.load(Acquire),
+                },
+                WaitOn::Scope(book) => WaitRead::Scope(book.members()),
+            };
+            all.entry(*task)
+                .or_default()
+                .push(NotedWait { order: *order, on });
         }
     }
-    all.into_iter()
-        .map(|(task, mut waits)| {
-            waits.sort_by_key(|(key, _)| *key);
-            (task, waits.into_iter().map(|(_, w)| w).collect())
-        })
-        .collect()
+    for waits in all.values_mut() {
+        waits.sort_by_key(|w| w.order);
+    }
+    all
 }
 
 #[cfg(all(test, loom))]
@@ -611,6 +752,40 @@ mod loom_model {
             worker.join().unwrap();
             let last = running.read();
             assert_eq!(last, Seen { seq: 8, task: None });
+        });
+    }
+
+    /// A dump's readings of a lock's holder racing an owner that takes the
+    /// lock, lets it go, and takes it again as the same task: a reading's
+    /// sequence names the write it read (free after an even number of
+    /// writes, held after an odd one), so two readings with one sequence
+    /// read one write, and a holder that went away and came back is never
+    /// taken for one that stayed.
+    #[test]
+    fn lock_readings_name_the_write_they_read() {
+        let location = here();
+        loom::model(move || {
+            let book = Arc::new(LockBook::new(LockKind::Strand, location));
+            let task = TaskId::from_u64(7);
+            let owner = {
+                let book = book.clone();
+                thread::spawn(move || {
+                    book.held_by(task);
+                    book.released();
+                    book.held_by(task);
+                })
+            };
+            let expected = |seq: u64| match (seq / 2) % 2 {
+                1 => Holder::Task(task.unwrap()),
+                _ => Holder::Free,
+            };
+            let (first, held_first) = book.reading();
+            let (second, held_second) = book.reading();
+            assert!(first % 2 == 0 && second >= first);
+            assert_eq!(held_first, expected(first));
+            assert_eq!(held_second, expected(second));
+            owner.join().unwrap();
+            assert_eq!(book.reading(), (6, Holder::Task(task.unwrap())));
         });
     }
 }

@@ -73,9 +73,10 @@ fn a_dump_lists_waiting_running_and_queued_tasks_and_counts_the_unstarted() {
         }
         viaduct::block_on(busy).unwrap();
         parked.abort();
-        // Everything over: nothing listed, nothing left behind.
-        let dump = dump_when(&pool, |d| d.tasks().is_empty());
-        assert_eq!(dump.not_started(), 0);
+        // Everything over: nothing listed, nothing left behind (a task
+        // leaves the dump's lists a moment before its pool stops counting
+        // it).
+        dump_when(&pool, |d| d.tasks().is_empty() && d.not_started() == 0);
     });
 }
 

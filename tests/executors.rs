@@ -349,8 +349,9 @@ fn abort_cancels_a_queued_task_and_drops_its_future() {
         p.store(true, SeqCst);
     });
     handle.abort();
-    assert!(handle.is_finished());
+    assert!(!handle.is_finished(), "its future is not dropped yet");
     ex.run_until_idle();
+    assert!(handle.is_finished());
     assert!(!polled.load(SeqCst), "an aborted task is not polled");
     assert!(dropped.load(SeqCst), "its future is dropped");
     assert!(matches!(block_on(handle), Err(TaskError::Cancelled)));

@@ -368,6 +368,16 @@ impl Model {
         }
     }
 
+    /// Whether the task is over, as its handles' `is_finished` says: it
+    /// finished or was rejected, or was cancelled and its future is gone.
+    fn over(&self, id: u32) -> bool {
+        match self.tasks[&id].st {
+            St::Done | St::Rejected => true,
+            St::Cancelled => self.dropped.contains(&id),
+            St::Scheduled | St::Parked | St::InTimer => false,
+        }
+    }
+
     fn abort(&mut self, id: u32) {
         let t = self.tasks.get_mut(&id).unwrap();
         match t.st {
@@ -772,7 +782,7 @@ impl<'g> World<'g> {
         assert!(drops.values().all(|&n| n == 1), "a double drop, {}", ctx());
         for (id, h) in &self.handles {
             let st = m.tasks[id].st;
-            let over = matches!(st, St::Done | St::Cancelled | St::Rejected);
+            let over = m.over(*id);
             assert_eq!(
                 h.is_finished(),
                 over,
@@ -782,7 +792,7 @@ impl<'g> World<'g> {
         }
         for (id, job) in &self.timed {
             let st = m.tasks[id].st;
-            let over = matches!(st, St::Done | St::Cancelled | St::Rejected);
+            let over = m.over(*id);
             assert_eq!(
                 job.is_finished(),
                 over,

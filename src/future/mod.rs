@@ -93,6 +93,7 @@
 //!     Either::Left((winner, loser)) => {
 //!         assert_eq!(winner.unwrap(), "pool");
 //!         loser.abort();
+//!         never_run.run_until_idle(); // drops the aborted task, unrun
 //!         assert!(block_on(loser).unwrap_err().is_cancelled());
 //!     }
 //!     Either::Right(_) => unreachable!("the manual executor never ran"),

@@ -41,8 +41,8 @@
 //! 7. A step chained on a task of a pool (or a simulation) that it runs on
 //!    too (no `via`, no hop), before that task's first poll has ended,
 //!    waits in line behind that poll, unscheduled (`crate::successor`):
-//!    it goes to the pool when the poll ends, when the task's future is
-//!    dropped, or when the task is aborted. Scheduled at once, it would
+//!    it goes to the pool when the poll ends, or when the task's future
+//!    is dropped unpolled. Scheduled at once, it would
 //!    have been polled only to find its input not ready, and, chained
 //!    from outside the pool, pushed on the pool's shared queue next to
 //!    the task it follows. In line it is what a queued task is: not

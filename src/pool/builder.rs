@@ -70,10 +70,29 @@ pub enum BuildError {
     /// `on_stall` without `stall_threshold`: nothing says how long a poll
     /// may run.
     OnStallWithoutThreshold,
+    /// `threads(n)` past [`MAX_THREADS`]: more workers than any machine
+    /// runs threads for. Holds the `n` asked for.
+    TooManyThreads(usize),
+    /// `stack_size(n)` below [`MIN_STACK_SIZE`]: too small for a worker to
+    /// run a task, let alone a `block_on` or a scope inside one. Holds the
+    /// `n` asked for.
+    StackTooSmall(usize),
     /// The operating system refused to start a worker thread (or the
     /// stall watcher's).
     Spawn(std::io::Error),
 }
+
+/// The most workers a pool may have: far past what an operating system
+/// runs well (Linux's default limits allow tens of thousands of threads in
+/// all). A larger `threads(n)` is [`BuildError::TooManyThreads`]; up to
+/// it, `build` asks the OS for each thread, and a refusal is
+/// [`BuildError::Spawn`].
+pub const MAX_THREADS: usize = 1 << 17;
+
+/// The smallest worker stack, in bytes, that [`Builder::stack_size`]
+/// accepts: a worker's own frames, a task's poll, and a `block_on` or a
+/// scope inside it (each needs a quarter of the stack free) fit in it.
+pub const MIN_STACK_SIZE: usize = 64 << 10;
 
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -96,6 +115,16 @@ impl fmt::Display for BuildError {
             BuildError::OnStallWithoutThreshold => f.write_str(
                 "on_stall needs stall_threshold(d) too: say how long a poll may run before it is \
                  reported",
+            ),
+            BuildError::TooManyThreads(n) => write!(
+                f,
+                "threads({n}) asks for more workers than a pool may have ({MAX_THREADS}): use \
+                 fewer threads; a pool's workers beyond the machine's cores only take turns"
+            ),
+            BuildError::StackTooSmall(n) => write!(
+                f,
+                "stack_size({n}) is too small for a worker to run tasks: use at least \
+                 {MIN_STACK_SIZE} bytes, or leave it unset for the default"
             ),
             BuildError::Spawn(e) => write!(f, "could not start a worker thread: {e}"),
         }
@@ -128,7 +157,8 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Number of worker threads (default: the available parallelism).
+    /// Number of worker threads (default: the available parallelism), at
+    /// most [`MAX_THREADS`].
     ///
     /// # Examples
     ///
@@ -160,7 +190,9 @@ impl Builder {
         self
     }
 
-    /// Stack size of each worker thread, in bytes.
+    /// Stack size of each worker thread, in bytes, at least
+    /// [`MIN_STACK_SIZE`] (default: what std gives a new thread,
+    /// `RUST_MIN_STACK` or 2 MiB).
     ///
     /// # Examples
     ///
@@ -343,6 +375,8 @@ impl Builder {
     /// [`BuildError::ZeroThreads`] for `threads(0)`,
     /// [`BuildError::ZeroMaxPending`] for `max_pending(0)`,
     /// [`BuildError::InvalidName`] for a name with a NUL byte,
+    /// [`BuildError::TooManyThreads`] past [`MAX_THREADS`],
+    /// [`BuildError::StackTooSmall`] below [`MIN_STACK_SIZE`],
     /// [`BuildError::Spawn`] if a thread could not be started (the threads
     /// already started are stopped again).
     ///
@@ -361,9 +395,15 @@ impl Builder {
     pub fn build(self) -> Result<ThreadPool, BuildError> {
         let n = match self.threads {
             Some(0) => return Err(BuildError::ZeroThreads),
+            Some(n) if n > MAX_THREADS => return Err(BuildError::TooManyThreads(n)),
             Some(n) => n,
-            None => thread::available_parallelism().map_or(1, |n| n.get()),
+            None => thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS)),
         };
+        // Set explicitly, so that `block_on` knows how much stack it has.
+        let stack_size = self.stack_size.unwrap_or_else(default_stack_size);
+        if stack_size < MIN_STACK_SIZE {
+            return Err(BuildError::StackTooSmall(stack_size));
+        }
         if self.max_pending == Some(0) {
             return Err(BuildError::ZeroMaxPending);
         }
@@ -379,6 +419,7 @@ impl Builder {
             }),
             (None, None) => None,
         };
+        check_map_room(n).map_err(BuildError::Spawn)?;
         let workers: Vec<_> = (0..n).map(|_| worker::Queues::new()).collect();
         let shared = Arc::new_cyclic(|me| Shared {
             me: me.clone(),
@@ -387,7 +428,7 @@ impl Builder {
             injector: Injector::new(),
             stealers: workers.iter().map(|w| w.tasks.stealer()).collect(),
             fork_stealers: workers.iter().map(|w| w.forks.stealer()).collect(),
-            idle: idle::Idle::new(n),
+            idle: idle::Idle::new(n, thread::available_parallelism().map_or(1, |c| c.get())),
             state: AtomicU8::new(OPEN),
             terminated: Default::default(),
             spawned: Default::default(),
@@ -407,8 +448,6 @@ impl Builder {
             watcher: Default::default(),
         });
         let pool = ThreadPool { shared };
-        // Set explicitly, so that `block_on` knows how much stack it has.
-        let stack_size = self.stack_size.unwrap_or_else(default_stack_size);
         for (index, queues) in workers.into_iter().enumerate() {
             let b = thread::Builder::new()
                 .name(pool.shared.worker_name(index))
@@ -445,10 +484,54 @@ impl Builder {
     }
 }
 
-/// The stack size std gives a new thread: `RUST_MIN_STACK`, else 2 MiB.
+/// Memory maps a thread takes on Linux: its stack and guard page, and
+/// the signal stack and guard page std gives every thread it starts.
+const MAPS_PER_THREAD: usize = 4;
+
+/// Maps left for everything else the process maps meanwhile (the
+/// allocator's arenas, files, other threads).
+const SPARE_MAPS: usize = 1024;
+
+/// Refuses, before any thread starts, `threads` threads that would run the
+/// process out of memory maps (`vm.max_map_count`). The OS does not then
+/// simply refuse a thread: one that started but cannot map its signal
+/// stack aborts the whole process, inside std. Other limits (threads,
+/// processes) are met by a clean refusal that `build` turns into
+/// [`BuildError::Spawn`].
+fn check_map_room(threads: usize) -> std::io::Result<()> {
+    if !cfg!(target_os = "linux") {
+        return Ok(());
+    }
+    let read = |path| std::fs::read_to_string(path).ok();
+    let (Some(max), Some(maps)) = (read("/proc/sys/vm/max_map_count"), read("/proc/self/maps"))
+    else {
+        return Ok(()); // no /proc: nothing to go by
+    };
+    let Ok(max) = max.trim().parse::<usize>() else {
+        return Ok(());
+    };
+    let left = max.saturating_sub(maps.lines().count() + SPARE_MAPS);
+    let room = left / MAPS_PER_THREAD;
+    if threads <= room {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::OutOfMemory,
+        format!(
+            "{threads} threads would take {} memory maps, and this process has room for about \
+             {room} more threads under the system's limit (vm.max_map_count = {max})",
+            threads * MAPS_PER_THREAD
+        ),
+    ))
+}
+
+/// The stack size std gives a new thread: `RUST_MIN_STACK`, else 2 MiB;
+/// never below [`MIN_STACK_SIZE`] (a small `RUST_MIN_STACK` is meant for
+/// other threads).
 fn default_stack_size() -> usize {
     std::env::var("RUST_MIN_STACK")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2 << 20)
+        .max(MIN_STACK_SIZE)
 }

@@ -8,6 +8,11 @@
 //!   parked). A searcher that finds nothing looks again a few dozen
 //!   times, yielding its thread in between, before it goes to sleep
 //!   (`IDLE_ROUNDS` in `worker.rs`): it stays searching all the while.
+//!   Only as many searchers as the machine has cores look again
+//!   ([`Idle::may_spin`]); the rest go to sleep after one look. Each look
+//!   visits every worker's queues, so with every idle worker looking
+//!   again, a pool of N idle workers did N² work per round, and threads
+//!   past the cores only took turns yielding to each other.
 //! - `searching` counts searching workers; `sleeping` counts workers on the
 //!   sleepers list and changes only under the list's lock.
 //! - Whoever makes work visible to other workers calls [`Idle::notify_one`]
@@ -42,6 +47,9 @@ use crate::loom::{
 };
 
 pub(crate) struct Idle {
+    /// How many searchers may look again before they sleep: the cores,
+    /// or the workers if fewer.
+    spinners: usize,
     searching: AtomicUsize,
     sleeping: AtomicUsize,
     sleepers: Mutex<Vec<usize>>,
@@ -49,8 +57,9 @@ pub(crate) struct Idle {
 }
 
 impl Idle {
-    pub(crate) fn new(workers: usize) -> Idle {
+    pub(crate) fn new(workers: usize, cores: usize) -> Idle {
         Idle {
+            spinners: workers.min(cores).max(1),
             searching: AtomicUsize::new(0),
             sleeping: AtomicUsize::new(0),
             sleepers: Mutex::new(Vec::with_capacity(workers)),
@@ -106,6 +115,12 @@ impl Idle {
         for i in woken {
             self.parkers[i].unpark();
         }
+    }
+
+    /// Whether the calling searcher, having found nothing, may yield and
+    /// look again: only while no more searchers than cores are.
+    pub(crate) fn may_spin(&self) -> bool {
+        self.searching.load(Relaxed) <= self.spinners
     }
 
     /// The calling worker ran out of local work and starts looking.
@@ -253,7 +268,7 @@ mod loom_model {
     #[test]
     fn no_lost_wakeup() {
         loom::model(|| {
-            let idle = Arc::new(Idle::new(1));
+            let idle = Arc::new(Idle::new(1, 1));
             let work = Arc::new(AtomicUsize::new(0));
             idle.start_searching();
 
@@ -304,7 +319,7 @@ mod loom_model {
     #[test]
     fn two_workers_two_pushes() {
         loom::model(|| {
-            let idle = Arc::new(Idle::new(2));
+            let idle = Arc::new(Idle::new(2, 2));
             let work = Arc::new(AtomicUsize::new(0));
             let done = Arc::new(AtomicUsize::new(0));
             let producer = {

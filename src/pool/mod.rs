@@ -48,7 +48,7 @@ mod join;
 mod stall;
 mod worker;
 
-pub use builder::{BuildError, Builder};
+pub use builder::{BuildError, Builder, MAX_THREADS, MIN_STACK_SIZE};
 pub use stall::Stall;
 
 use std::fmt;
@@ -555,7 +555,9 @@ impl ThreadPool {
     /// Every live task of the pool: what it does and what it waits on,
     /// with the cycles of tasks waiting on each other (see
     /// [`dump`](crate::dump)). Takes a lock per worker briefly; the pool
-    /// runs on meanwhile, so the dump is a snapshot, not an instant.
+    /// runs on meanwhile, so the dump is a snapshot, not an instant, but
+    /// every deadlock it reports is real: see "What a dump of a running
+    /// pool guarantees" in [`dump`](crate::dump).
     ///
     /// # Examples
     ///

@@ -316,7 +316,15 @@ impl WorkerCtx {
                 Steal::Empty => {}
             }
             let start = self.next_random() as usize % n;
-            for i in (start..n).chain(0..start).filter(|&i| i != self.index) {
+            // Only the queues that seem to hold work: a steal attempt pins
+            // crossbeam's epoch (a fence), a look at the ends does not, and
+            // an idle worker looks at every queue.
+            let victims = (start..n).chain(0..start).filter(|&i| {
+                i != self.index
+                    && !(self.shared.fork_stealers[i].is_empty()
+                        && self.shared.stealers[i].is_empty())
+            });
+            for i in victims {
                 match self.shared.fork_stealers[i].steal() {
                     Steal::Success(fork) => {
                         WorkerStats::bump(&stats.stolen);
@@ -375,7 +383,7 @@ impl WorkerCtx {
                 idle.stop_searching(work_in_sight);
                 return if until() { Found::Until } else { Found::Exit };
             }
-            if rounds < IDLE_ROUNDS {
+            if rounds < IDLE_ROUNDS && idle.may_spin() {
                 // Still counted as searching, so work pushed meanwhile
                 // wakes nobody: this worker finds it.
                 rounds += 1;

@@ -276,6 +276,21 @@ pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
     ))
 }
 
+/// Runs `f` with no simulation running on this thread, if one is (`None`
+/// if none is, and `f` is not run): for a wait on real threads inside a
+/// simulated task (a scope of a real pool), which the simulation cannot
+/// run, and during which the tasks of that pool that this thread helps
+/// with must not take the simulation's pool and clock for their own.
+pub(crate) fn outside<R>(f: impl FnOnce() -> R) -> Result<R, impl FnOnce() -> R> {
+    let Some(prev) = ACTIVE.try_with(|a| a.borrow_mut().take()).ok().flatten() else {
+        return Err(f);
+    };
+    let restore = Active(Some(Some(prev)));
+    let result = f();
+    drop(restore);
+    Ok(result)
+}
+
 /// Makes `shared` the running simulation on this thread until dropped;
 /// does nothing once the thread's locals are being destroyed (a world
 /// kept in a thread-local may end then).
@@ -386,7 +401,9 @@ impl Simulation {
     /// # Panics
     ///
     /// If `n` is 0: a simulation needs a worker to run anything
-    /// (`workers(1)` runs one task at a time, in a seeded order).
+    /// (`workers(1)` runs one task at a time, in a seeded order). If `n`
+    /// is past [`pool::MAX_THREADS`](crate::pool::MAX_THREADS): it
+    /// simulates a pool, which cannot have more workers.
     ///
     /// # Examples
     ///
@@ -401,6 +418,12 @@ impl Simulation {
             n > 0,
             "Simulation::workers(0): a simulation needs at least one virtual worker; \
              use workers(1) to run one task at a time"
+        );
+        assert!(
+            n <= crate::pool::MAX_THREADS,
+            "Simulation::workers({n}): a simulated pool has at most {} workers, as a real one \
+             does; use fewer",
+            crate::pool::MAX_THREADS
         );
         Simulation::build(self.seed(), n, self.shared.max_steps.load(Relaxed))
     }
