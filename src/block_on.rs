@@ -59,9 +59,15 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
         Err(fut) => fut,
     };
     match with_worker(|w| w.map(|w| w as *const crate::pool::WorkerCtx)) {
-        // SAFETY: the worker context outlives everything its thread runs,
-        // this call included (it is reset only when the worker exits).
-        Some(w) => unsafe { &*w }.block_on(fut),
+        Some(w) => {
+            // A task blocked here shows in the pool's dumps (with what it
+            // waits on), though its worker runs other tasks meanwhile.
+            crate::task::list_current_while_blocked();
+            // SAFETY: the worker context outlives everything its thread
+            // runs, this call included (it is reset only when the worker
+            // exits).
+            unsafe { &*w }.block_on(fut)
+        }
         None => park_on(fut),
     }
 }

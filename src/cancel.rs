@@ -5,10 +5,9 @@
 //!
 //! - a task spawned with
 //!   [`spawn_cancellable`](crate::ExecutorExt::spawn_cancellable) is
-//!   aborted the moment the token fires: its handle says
-//!   [`TaskError::Cancelled`] at once, and its future is dropped, unpolled,
+//!   aborted the moment the token fires: its future is dropped, unpolled,
 //!   at its executor's next turn, even if it was parked on something that
-//!   will never come;
+//!   will never come, and its handle then says [`TaskError::Cancelled`];
 //! - a future awaits [`cancelled`](CancellationToken::cancelled), for a
 //!   clean exit at a point of its choosing (in a `select!`, say);
 //! - a loop polls [`is_cancelled`](CancellationToken::is_cancelled).

@@ -24,11 +24,21 @@
 //!   alive at both. None of these comes back once gone, so each such wait
 //!   held all the time from its first reading to its second; all first
 //!   readings come before all second ones, so every wait of a reported
-//!   cycle held at one moment. A reported cycle is a real deadlock: none
-//!   of its tasks can go on unless something outside the cycle (an abort,
-//!   a timeout) ends one of its waits.
-//! - A deadlock forming while the dump is taken may be missed; the next
-//!   dump finds it.
+//!   cycle held at one moment.
+//!
+//! What a wait and a holder are, for a dump: a wait is noted by one of
+//! viaduct's futures (a lock, a handle, a scope's wait) when it returns
+//! `Pending` inside a task, and lasts until that future is ready or
+//! dropped; a lock's holder is the task that took it. So a reported cycle
+//! is a real deadlock unless user code steps outside those terms: a
+//! future kept pending but no longer polled (the loser of a `select!`,
+//! kept for later) still counts as a wait, and a guard moved into another
+//! task is still shown under the task that took it.
+//!
+//! Not found: a deadlock forming while the dump is taken (the next dump
+//! finds it), and one through a wait viaduct does not see (a std lock, a
+//! channel, a task that was polled before and is now queued on a strand
+//! behind the task holding it).
 //!
 //! # Examples
 //!

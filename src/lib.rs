@@ -181,9 +181,8 @@
 //!   aborted together when the set is dropped.
 //! - [`cancel::CancellationToken`]: one call stops a whole tree of work;
 //!   [`spawn_cancellable`](ExecutorExt::spawn_cancellable) aborts a task
-//!   when its token fires, even while it waits: its handle says
-//!   `Cancelled` at once, and its executor drops the future at its next
-//!   turn.
+//!   when its token fires, even while it waits: its executor drops the
+//!   future at its next turn, and its handle then says `Cancelled`.
 //!
 //! ```
 //! use std::time::Duration;

@@ -117,31 +117,40 @@ impl ScopeState {
 
     /// Waits until every task has ended, helping the pool on one of its
     /// workers. The wait is noted for task dumps, on what the scope's
-    /// tasks are, and the task waiting is listed while it blocks.
+    /// tasks are (`block_on` lists the waiting task while it blocks).
     fn wait_all(&self) {
         let all_ended = || self.running.load(Ordering::Acquire) == 0;
         let mut noted = Noted::default();
         noted.waiting(current_task(), || WaitOn::Scope(self.book.clone()));
-        crate::task::list_current_while_blocked();
-        let wait = || {
-            block_on(async {
-                while !all_ended() {
-                    let listener = self.ended.listen();
-                    if all_ended() {
-                        break;
-                    }
-                    listener.await;
+        let ended = || async {
+            while !all_ended() {
+                let listener = self.ended.listen();
+                if all_ended() {
+                    break;
                 }
-            })
+                listener.await;
+            }
         };
         // Inside a simulated task, the simulation can neither run the
         // pool's tasks nor tell their wake-ups from none (it would panic
         // that nothing will wake, and on a one-thread pool whose worker
         // runs the simulation, nothing would): wait outside it, helping
-        // the pool if this thread is a worker, as anywhere else.
+        // the pool if this thread is a worker, as anywhere else. The pool's
+        // tasks it runs meanwhile note themselves in the worker's records,
+        // not the simulation's; the simulated task waiting is not listed
+        // there (its world finds its tasks in its own records).
+        let outside_the_simulation = || {
+            with_worker(|w| match w {
+                Some(w) => {
+                    let _records = w.enter_records();
+                    w.block_on(ended())
+                }
+                None => block_on(ended()),
+            })
+        };
         let helping = catch_unwind(AssertUnwindSafe(|| {
-            if let Err(wait) = crate::sim::outside(wait) {
-                wait();
+            if crate::sim::outside(outside_the_simulation).is_err() {
+                block_on(ended());
             }
         }));
         if helping.is_err() {
@@ -406,7 +415,9 @@ impl<T> ScopedJoinHandle<'_, T> {
         block_on(self)
     }
 
-    /// `true` once awaiting the handle would not wait.
+    /// `true` once the task is over: its future has been dropped (it
+    /// finished, panicked, or was aborted and the pool has dropped it), as
+    /// [`JoinHandle::is_finished`] says.
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
     }

@@ -166,10 +166,11 @@ pub trait ExecutorExt: Executor + Clone + sealed::Sealed {
     /// [`JoinHandle::abort`] does: the future is dropped at the executor's
     /// next turn, even if it was parked waiting for something that never
     /// comes. The handle says
-    /// [`TaskError::Cancelled`](crate::TaskError::Cancelled) at once when
-    /// polled after the token fired; an awaiter already waiting is woken
-    /// when the executor drops the future (on a pool with a free worker,
-    /// microseconds later). If the token has fired already, the future is
+    /// [`TaskError::Cancelled`](crate::TaskError::Cancelled) once the
+    /// executor has dropped the future (on a pool with a free worker,
+    /// microseconds after the token fired), so whatever the task held is
+    /// released by then; a poll under way when the token fires runs to its
+    /// end, and if it finishes the task, its value stands. If the token has fired already, the future is
     /// never polled. Continuations ([`then`](JoinHandle::then)) of the
     /// handle skip their value steps, as after any error. A task that ended
     /// before the token fired keeps its result.

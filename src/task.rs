@@ -84,7 +84,8 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(Option<&TaskInfo>) -> R) -> R 
 
 /// Lists the viaduct task being polled on this thread, if any, in the
 /// dump records of the pool worker it runs on while its poll blocks (a
-/// scope's wait), so that a dump shows it and what it waits on.
+/// `block_on`, a scope's wait), so that a dump shows it and what it waits
+/// on.
 pub(crate) fn list_current_while_blocked() {
     with_current_task(|t| {
         if let Some(info) = t {

@@ -399,7 +399,8 @@ pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>, waker: &W
 }
 
 /// Lists `info`'s task, whose poll is under way on this thread and blocks
-/// there (a scope's wait), in this pool worker's book if it is in none: a
+/// there (a `block_on`, a scope's wait), in this pool worker's book if it
+/// is in none: a
 /// task that has not yet returned `Pending` is listed only while a worker
 /// runs it, and helping the pool while blocked, the worker runs others.
 /// Not in a simulation's books, which keep wakers of the tasks they list.

@@ -541,3 +541,39 @@ fn a_step_is_listed_waiting_on_the_step_before_and_cycles_through_it_are_found()
         holder.abort();
     });
 }
+
+/// A task blocked in `block_on` on a pool worker is listed, with what it
+/// waits on, also while its worker, helping, runs another task on top of
+/// it (it used to be listed only while it was the one its worker ran).
+#[test]
+fn a_task_blocked_in_block_on_is_listed_with_its_wait_while_its_worker_helps() {
+    within("blocked", || {
+        let pool = pool("blocked", 1);
+        let p = pool.clone();
+        let (handles, handed) = mpsc::channel();
+        let (release, busy_until) = mpsc::channel::<()>();
+        let blocker = pool.spawn(async move {
+            let parked = p.spawn(pending::<()>());
+            let busy = p.run(move || busy_until.recv().unwrap());
+            handles.send((parked.abort_handle(), busy)).unwrap();
+            viaduct::block_on(parked).unwrap_err().is_cancelled()
+        });
+        let (parked, busy) = handed.recv().unwrap();
+        let id = blocker.id().unwrap();
+        let dump = dump_when(&pool, |d| {
+            d.task(id).is_some_and(|t| !t.waits_on().is_empty())
+                && d.tasks()
+                    .iter()
+                    .any(|t| t.state() != &TaskState::Waiting && t.id() != id)
+        });
+        let entry = dump.task(id).unwrap();
+        assert!(
+            matches!(entry.waits_on(), [WaitsOn::Task(on)] if Some(*on) == parked.id()),
+            "{dump}"
+        );
+        release.send(()).unwrap();
+        viaduct::block_on(busy).unwrap();
+        parked.abort();
+        assert!(viaduct::block_on(blocker).unwrap());
+    });
+}

@@ -87,6 +87,8 @@ pub(crate) struct WorkerCtx {
     /// `check_stack`.
     stack_top: usize,
     stack_size: usize,
+    /// Its records for stall reports and dumps.
+    here: crate::watch::Here,
 }
 
 thread_local! {
@@ -114,7 +116,9 @@ enum Found {
 /// A worker thread's body.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size: usize) {
     let top = std::hint::black_box(0u8);
+    let here = crate::watch::Here::new(&shared.books, index);
     let ctx = WorkerCtx {
+        here,
         stack_top: &top as *const u8 as usize,
         stack_size,
         rng: Cell::new(0x9E37_79B9 ^ (index as u32).wrapping_mul(0x85EB_CA6B) | 1),
@@ -130,8 +134,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         sharing: Cell::new(false),
     };
     WORKER.with(|w| w.set(&ctx));
-    let here = crate::watch::Here::new(&ctx.shared.books, index);
-    let watched = crate::watch::enter_worker(&here);
+    let watched = ctx.enter_records();
     ctx.hook(ctx.shared.on_start.as_deref());
     loop {
         if ctx.shared.stopping() {
@@ -170,6 +173,13 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
 impl WorkerCtx {
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+
+    /// Makes this worker's records the ones the tasks polled on this
+    /// thread note themselves in, until the guard drops: a simulation
+    /// polling its tasks here puts its own in place meanwhile.
+    pub(crate) fn enter_records(&self) -> crate::watch::WorkerGuard {
+        crate::watch::enter_worker(&self.here)
     }
 
     fn hook(&self, hook: Option<&(dyn Fn() + Send + Sync)>) {

@@ -276,8 +276,14 @@ pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
     ))
 }
 
-/// Runs `f` with no simulation running on this thread, if one is (`None`
-/// if none is, and `f` is not run): for a wait on real threads inside a
+/// The most virtual workers: `pool::MAX_THREADS`, spelled out rather than
+/// imported, so that the simulation, a driver at the top, names no pool
+/// (`second_attack::a_simulation_with_too_many_workers_panics_naming_the_limit`
+/// checks that they agree).
+const MAX_WORKERS: usize = 1 << 17;
+
+/// Runs `f` with no simulation running on this thread, if one is (`Err`
+/// with `f`, unrun, if none is): for a wait on real threads inside a
 /// simulated task (a scope of a real pool), which the simulation cannot
 /// run, and during which the tasks of that pool that this thread helps
 /// with must not take the simulation's pool and clock for their own.
@@ -420,10 +426,9 @@ impl Simulation {
              use workers(1) to run one task at a time"
         );
         assert!(
-            n <= crate::pool::MAX_THREADS,
-            "Simulation::workers({n}): a simulated pool has at most {} workers, as a real one \
-             does; use fewer",
-            crate::pool::MAX_THREADS
+            n <= MAX_WORKERS,
+            "Simulation::workers({n}): a simulated pool has at most {MAX_WORKERS} workers, as a \
+             real one does; use fewer"
         );
         Simulation::build(self.seed(), n, self.shared.max_steps.load(Relaxed))
     }
@@ -623,9 +628,14 @@ impl Simulation {
         let waker = futures::task::noop_waker();
         // The caller's spent budget must not hold back a finished handle.
         let _lifted = crate::coop::lifted();
-        let output = match std::pin::Pin::new(&mut handle).poll(&mut Context::from_waker(&waker)) {
-            Poll::Ready(output) => output,
-            Poll::Pending => unreachable!("the handle's task has finished"),
+        // Finished means its future is dropped; the result follows at
+        // once, from the thread that dropped it (here, unless the task
+        // hopped to a real executor).
+        let output = loop {
+            match std::pin::Pin::new(&mut handle).poll(&mut Context::from_waker(&waker)) {
+                Poll::Ready(output) => break output,
+                Poll::Pending => std::thread::yield_now(),
+            }
         };
         match output {
             Ok(v) => Ok(v),

@@ -188,7 +188,9 @@ impl<T> Scheduled<T> {
         true
     }
 
-    /// `true` once the task has finished, been cancelled or was rejected.
+    /// `true` once the task is over: it finished, or was rejected, or was
+    /// cancelled and its future dropped (by `cancel` itself while the job
+    /// still waits in the timer; by its executor once it was handed over).
     ///
     /// # Examples
     ///
