@@ -330,3 +330,34 @@ fn dumps_read_timer_wheels_and_a_forgotten_lock_requests_wait() {
     timer.advance(Duration::from_secs(1));
     block_on(task).unwrap();
 }
+
+#[test]
+fn dumps_read_a_section_wait_and_a_scope_inside_a_section() {
+    let p = pool(2);
+    let value = Guarded::new(p.clone(), 0u8);
+    let guard = block_on(value.lock());
+    // A task waits on a section queued behind the guard: the dump reads,
+    // through the wait, whether that section has ended.
+    let v = value.clone();
+    let waiter = p.spawn(async move { v.with(|n| *n).await.unwrap() });
+    let id = waiter.id().unwrap();
+    while p.dump().task(id).is_none_or(|t| t.waits_on().is_empty()) {
+        std::thread::yield_now();
+    }
+    drop(guard);
+    assert_eq!(block_on(waiter).unwrap(), 0);
+    // A scope inside a section: a task of it that runs is waited for (the
+    // section's task listed while it blocks); one that waits on the
+    // section's own strand panics through the scope-task frame.
+    let (p2, v2) = (p.clone(), value.clone());
+    let section = value.with(move |n| {
+        *n += 1;
+        let five = p2.scope(|s| s.run(|| 5).join().unwrap());
+        p2.scope(|s| {
+            s.spawn(async move { *v2.lock().await += 1 });
+        });
+        five
+    });
+    assert!(block_on(section).unwrap_err().is_panic());
+    assert_eq!(*block_on(value.lock()), 1);
+}
