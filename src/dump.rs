@@ -366,10 +366,10 @@ impl Pass {
         self.tasks.contains_key(&id)
     }
 
-    fn has_wait(&self, task: TaskId, order: u64) -> bool {
-        self.waits
-            .get(&task)
-            .is_some_and(|w| w.iter().any(|w| w.order == order))
+    /// The wait `task` noted with `order`, if this pass saw it.
+    fn wait(&self, task: TaskId, order: u64) -> Option<&WaitRead> {
+        let waits = self.waits.get(&task)?;
+        waits.iter().find(|w| w.order == order).map(|w| &w.on)
     }
 
     fn lock(&self, book: &Arc<LockBook>) -> Option<(u64, Holder)> {
@@ -402,7 +402,7 @@ impl TaskDump {
         let mut second = Pass::take(books, &worker_name);
         let mut waits = std::mem::take(&mut second.waits);
         let both = |id: TaskId| first.listed(id) && second.listed(id);
-        let same_holder = |book: &Arc<LockBook>, second: &Pass| {
+        let same_holder = |book: &Arc<LockBook>| {
             let reading = second.lock(book);
             reading.is_some()
                 && first.lock(book) == reading
@@ -429,7 +429,7 @@ impl TaskDump {
                     steady: Vec::new(),
                 };
                 for wait in waits.remove(&id).unwrap_or_default() {
-                    let seen_before = first.has_wait(id, wait.order);
+                    let before = first.wait(id, wait.order);
                     let lock = |book: &Arc<LockBook>| {
                         let (_, holder) = second.lock(book).expect("read in the pass");
                         LockEntry {
@@ -439,7 +439,7 @@ impl TaskDump {
                     };
                     let (on, steady) = match wait.on {
                         WaitRead::Lock(book) => {
-                            let steady = same_holder(&book, &second);
+                            let steady = same_holder(&book);
                             (WaitsOn::Lock(lock(&book)), steady)
                         }
                         WaitRead::Task {
@@ -448,8 +448,7 @@ impl TaskDump {
                             ended,
                         } if !second.listed(section) => {
                             // Not started: it waits for the lock's holder.
-                            let steady =
-                                !ended && !first.listed(section) && same_holder(&book, &second);
+                            let steady = !ended && !first.listed(section) && same_holder(&book);
                             let lock = lock(&book);
                             (
                                 WaitsOn::Section {
@@ -462,15 +461,10 @@ impl TaskDump {
                         WaitRead::Task { id: task, .. } => (WaitsOn::Task(task), both(task)),
                         WaitRead::Scope(members) => {
                             // Only tasks of the scope seen alive both times.
-                            let earlier = first
-                                .waits
-                                .get(&id)
-                                .and_then(|w| w.iter().find(|w| w.order == wait.order))
-                                .map(|w| match &w.on {
-                                    WaitRead::Scope(m) => m.clone(),
-                                    _ => Vec::new(),
-                                })
-                                .unwrap_or_default();
+                            let earlier = match before {
+                                Some(WaitRead::Scope(earlier)) => &earlier[..],
+                                _ => &[],
+                            };
                             let tasks: Vec<TaskId> = members
                                 .into_iter()
                                 .filter(|m| earlier.contains(m) && both(*m))
@@ -479,7 +473,7 @@ impl TaskDump {
                         }
                     };
                     entry.waits.push(on);
-                    entry.steady.push(seen_before && steady);
+                    entry.steady.push(before.is_some() && steady);
                 }
                 for deadline in timers.remove(&id).unwrap_or_default() {
                     entry.waits.push(WaitsOn::Timer {
@@ -523,9 +517,9 @@ impl TaskDump {
     /// one moment (see the [module docs](crate::dump)): a dump of a busy
     /// pool reports no cycle that cannot exist.
     pub fn deadlocks(&self) -> Vec<Deadlock> {
-        // Edges: a task waits on a task (a handle, or the holder of a lock
-        // or of the lock a section is queued on).
-        // Only steady waits: see `collect`.
+        // Edges, of steady waits only (see `collect`): a task waits on a
+        // task (a handle, the holder of a lock or of the lock a section is
+        // queued on, each task of a scope).
         let index = |id: &TaskId| self.tasks.binary_search_by_key(id, TaskEntry::id).ok();
         let edges: Vec<Vec<(usize, &WaitsOn)>> = self
             .tasks

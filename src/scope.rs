@@ -149,7 +149,7 @@ impl ScopeState {
             })
         };
         let helping = catch_unwind(AssertUnwindSafe(|| {
-            if crate::sim::outside(outside_the_simulation).is_err() {
+            if crate::sim::outside(outside_the_simulation).is_none() {
                 block_on(ended());
             }
         }));

@@ -367,19 +367,39 @@ impl Drop for Polling {
 #[inline]
 pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>, waker: &Waker) {
     info.state.store(WAITING, Relaxed);
-    let Some(polling) = polling else { return };
+    if let Some(polling) = polling {
+        enter_book(polling.here(), info, Some(waker));
+    }
+}
+
+/// Lists `info`'s task, whose poll is under way on this thread and blocks
+/// there (a `block_on`, a scope's wait), in this pool worker's book if it
+/// is in none: a task that has not yet returned `Pending` is listed only
+/// while a worker runs it, and helping the pool while blocked, the worker
+/// runs others.
+pub(crate) fn list_while_blocked(info: &TaskInfo) {
+    // SAFETY: a non-null `HERE` is live (see `WorkerGuard`).
+    if let Some(here) = unsafe { HERE.with(Cell::get).as_ref() } {
+        enter_book(here, info, None);
+    }
+}
+
+/// Enters `info`'s task, whose poll is under way on this thread, in
+/// `here`'s book if it is in none. A simulation's book keeps a waker of
+/// each task its world counts, to cancel it when the world ends, so it
+/// takes a task only with `waker`, the task's own.
+fn enter_book(here: &Here, info: &TaskInfo, waker: Option<&Waker>) {
     // SAFETY: whoever polls the task holds its runnable, as whoever drops
     // it does: one at a time.
     let booking = unsafe { &mut *info.booking.0.get() };
-    if booking.is_some() {
+    let book = &here.book;
+    if booking.is_some() || (book.world != 0 && waker.is_none()) {
         return;
     }
-    let here = polling.here();
-    let book = &here.book;
     // SAFETY: the poller holds the runnable (see `TaskInfo::admission`).
     let worlds = book.world != 0 && unsafe { info.admission() }.counted_by(book.world);
     let mut tasks = lock_std(&book.tasks);
-    if worlds && book.ended.load(Relaxed) {
+    if let Some(waker) = waker.filter(|_| worlds && book.ended.load(Relaxed)) {
         // First waits after its world ended (in a drop the end ran, or
         // the poll the last handle went in): aborted, as the rest were.
         drop(tasks);
@@ -389,38 +409,11 @@ pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>, waker: &W
     }
     let key = tasks.insert(Entry {
         task: TaskPtr(NonNull::from(info)),
-        waker: worlds.then(|| waker.clone()),
+        waker: waker.filter(|_| worlds).cloned(),
     });
     drop(tasks);
     *booking = Some(Booking {
-        book: here.book.clone(),
-        key,
-    });
-}
-
-/// Lists `info`'s task, whose poll is under way on this thread and blocks
-/// there (a `block_on`, a scope's wait), in this pool worker's book if it
-/// is in none: a
-/// task that has not yet returned `Pending` is listed only while a worker
-/// runs it, and helping the pool while blocked, the worker runs others.
-/// Not in a simulation's books, which keep wakers of the tasks they list.
-pub(crate) fn list_while_blocked(info: &TaskInfo) {
-    // SAFETY: a non-null `HERE` is live (see `WorkerGuard`).
-    let Some(here) = (unsafe { HERE.with(Cell::get).as_ref() }) else {
-        return;
-    };
-    // SAFETY: the caller is inside the task's poll, which holds its
-    // runnable (see `left_pending`).
-    let booking = unsafe { &mut *info.booking.0.get() };
-    if booking.is_some() || here.book.world != 0 {
-        return;
-    }
-    let key = lock_std(&here.book.tasks).insert(Entry {
-        task: TaskPtr(NonNull::from(info)),
-        waker: None,
-    });
-    *booking = Some(Booking {
-        book: here.book.clone(),
+        book: book.clone(),
         key,
     });
 }

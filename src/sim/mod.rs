@@ -282,19 +282,15 @@ pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
 /// checks that they agree).
 const MAX_WORKERS: usize = 1 << 17;
 
-/// Runs `f` with no simulation running on this thread, if one is (`Err`
-/// with `f`, unrun, if none is): for a wait on real threads inside a
+/// Runs `f` with no simulation running on this thread, if one is (`None`,
+/// and `f` is not run, if none is): for a wait on real threads inside a
 /// simulated task (a scope of a real pool), which the simulation cannot
 /// run, and during which the tasks of that pool that this thread helps
 /// with must not take the simulation's pool and clock for their own.
-pub(crate) fn outside<R>(f: impl FnOnce() -> R) -> Result<R, impl FnOnce() -> R> {
-    let Some(prev) = ACTIVE.try_with(|a| a.borrow_mut().take()).ok().flatten() else {
-        return Err(f);
-    };
-    let restore = Active(Some(Some(prev)));
-    let result = f();
-    drop(restore);
-    Ok(result)
+pub(crate) fn outside<R>(f: impl FnOnce() -> R) -> Option<R> {
+    let prev = ACTIVE.try_with(|a| a.borrow_mut().take()).ok().flatten()?;
+    let _restore = Active(Some(Some(prev)));
+    Some(f())
 }
 
 /// Makes `shared` the running simulation on this thread until dropped;
