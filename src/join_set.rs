@@ -93,8 +93,11 @@ impl<T> JoinSet<T> {
     }
 
     /// The result of a task that has ended, if there is one now; never
-    /// waits.
+    /// waits. It ignores the [cooperative budget](crate::coop), as tokio's
+    /// does: a loop over it inside a task gets every result that is ready,
+    /// however many.
     pub fn try_join_next(&mut self) -> Option<Result<T, TaskError>> {
+        let _unconstrained = crate::coop::lifted();
         let mut cx = Context::from_waker(futures::task::noop_waker_ref());
         match self.poll_join_next(&mut cx) {
             Poll::Ready(result) => result,

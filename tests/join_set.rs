@@ -61,6 +61,33 @@ fn a_set_spans_executors_and_the_global_pool() {
     });
 }
 
+/// tokio's `try_join_next` runs without the cooperative budget; so does
+/// ours: a task draining 1,000 ready results gets them all, not the 128
+/// its budget would allow.
+#[test]
+fn try_join_next_in_a_task_returns_every_ready_result() {
+    within("try_join_next", || {
+        let pool = pool("drain", 1);
+        let manual = ManualExecutor::new();
+        let mut set = JoinSet::new();
+        for i in 0..1_000u64 {
+            set.spawn_on(async move { i }, &manual);
+        }
+        assert_eq!(manual.run_until_idle(), 1_000);
+        let drained = block_on(pool.spawn(async move {
+            let mut sum = 0;
+            let mut count = 0;
+            while let Some(result) = set.try_join_next() {
+                sum += result.unwrap();
+                count += 1;
+            }
+            (count, sum, set.len())
+        }))
+        .unwrap();
+        assert_eq!(drained, (1_000, 499_500, 0));
+    });
+}
+
 #[test]
 fn a_closed_executor_gives_rejected_in_the_set() {
     let closed = ManualExecutor::new();
