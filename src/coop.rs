@@ -46,6 +46,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use crate::context::Budget;
+
 /// Units a task's poll may spend on ready viaduct futures before they make
 /// it yield (tokio's number).
 pub const BUDGET: u32 = 128;
@@ -56,18 +58,17 @@ pub const BUDGET: u32 = 128;
 /// would otherwise spin forever.
 const MAX_FORCED: u32 = 256;
 
-#[derive(Clone, Copy)]
-struct Budget {
-    /// `None`: unconstrained.
-    left: Option<u32>,
-    forced: u32,
+/// This thread's budget, in its context.
+#[inline]
+fn budget_left<R>(f: impl FnOnce(&Cell<Budget>) -> R) -> R {
+    crate::context::with(|c| f(&c.budget))
 }
 
-thread_local! {
-    static BUDGET_LEFT: Cell<Budget> = const { Cell::new(Budget { left: None, forced: 0 }) };
-    /// What a fresh budget holds: [`BUDGET`], less while a simulation
-    /// injects a yield into a poll.
-    static FRESH: Cell<u32> = const { Cell::new(BUDGET) };
+/// What this thread's next fresh budget holds: [`BUDGET`] (`None`), less
+/// while a simulation injects a yield into a poll.
+#[inline]
+fn fresh_budget<R>(f: impl FnOnce(&Cell<Option<u32>>) -> R) -> R {
+    crate::context::with(|c| f(&c.fresh_budget))
 }
 
 /// Restores the budget of the enclosing poll when a nested one ends.
@@ -76,28 +77,22 @@ pub(crate) struct Scope(Budget);
 impl Drop for Scope {
     #[inline]
     fn drop(&mut self) {
-        BUDGET_LEFT.with(|b| b.set(self.0));
+        budget_left(|b| b.set(self.0));
     }
 }
 
 #[inline]
 fn enter(left: Option<u32>) -> Scope {
-    Scope(BUDGET_LEFT.with(|b| b.replace(Budget { left, forced: 0 })))
+    Scope(budget_left(|b| b.replace(Budget { left, forced: 0 })))
 }
 
 /// A fresh budget for one poll of a task or of a `block_on`'s future,
 /// until the returned guard drops.
 #[inline]
 pub(crate) fn fresh() -> Scope {
-    enter(Some(FRESH.with(|f| {
-        let budget = f.get();
-        // One poll only: a `block_on` nested in it re-polls its future
-        // with fresh budgets, which must be whole or it would spin.
-        if budget != BUDGET {
-            f.set(BUDGET);
-        }
-        budget
-    })))
+    // One poll only: a `block_on` nested in it re-polls its future with
+    // fresh budgets, which must be whole or it would spin.
+    enter(Some(fresh_budget(Cell::take).unwrap_or(BUDGET)))
 }
 
 /// Runs `f` with the first poll in it starting from `budget` units
@@ -105,13 +100,13 @@ pub(crate) fn fresh() -> Scope {
 /// futures answer `Pending`, the yield a simulation injects where a real
 /// run could have been interrupted.
 pub(crate) fn with_fresh_budget<R>(budget: u32, f: impl FnOnce() -> R) -> R {
-    struct Restore(u32);
+    struct Restore(Option<u32>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            FRESH.with(|b| b.set(self.0));
+            fresh_budget(|b| b.set(self.0));
         }
     }
-    let _restore = Restore(FRESH.with(|b| b.replace(budget)));
+    let _restore = Restore(fresh_budget(|b| b.replace(Some(budget))));
     f()
 }
 
@@ -127,7 +122,7 @@ pub(crate) fn lifted() -> Scope {
 /// go on, and calls [`spend`] if it makes progress.
 #[inline]
 pub(crate) fn poll_proceed(cx: &Context<'_>) -> Poll<()> {
-    let held_back = BUDGET_LEFT.with(|b| {
+    let held_back = budget_left(|b| {
         let mut budget = b.get();
         if budget.left != Some(0) {
             return false;
@@ -150,7 +145,7 @@ pub(crate) fn poll_proceed(cx: &Context<'_>) -> Poll<()> {
 /// One unit of progress made.
 #[inline]
 pub(crate) fn spend() {
-    BUDGET_LEFT.with(|b| {
+    budget_left(|b| {
         let mut budget = b.get();
         if let Some(left) = &mut budget.left {
             *left = left.saturating_sub(1);

@@ -439,8 +439,10 @@
 #![warn(rust_2018_idioms, missing_docs, unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod admission;
 mod block_on;
 pub mod cancel;
+mod context;
 pub mod coop;
 pub mod dump;
 mod error;

@@ -60,9 +60,10 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
+use crate::admission::Admission;
 use crate::error::RejectReason;
 use crate::executor::Runnable;
-use crate::executor::{home_of, Admission, Exec, Executor, Internal, INTERNAL};
+use crate::executor::{home_of, Exec, Executor, Internal, INTERNAL};
 use crate::spawn::impl_spawn;
 use crate::task::{create_daemon, spawn_or_reject, Daemon, JoinHandle};
 use crate::task_id::TaskKind;

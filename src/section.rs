@@ -32,16 +32,16 @@ pub(crate) struct Frame {
     parent: Cell<*const Frame>,
 }
 
-#[cfg(not(loom))]
-std::thread_local! {
-    static FRAME: Cell<*const Frame> = const { Cell::new(std::ptr::null()) };
-    static BLOCKING: Cell<usize> = const { Cell::new(0) };
+/// This thread's innermost frame, in its context.
+#[inline]
+fn frame<R>(f: impl FnOnce(&Cell<*const ()>) -> R) -> R {
+    crate::context::with(|c| f(&c.frame))
 }
 
-#[cfg(loom)]
-loom::thread_local! {
-    static FRAME: Cell<*const Frame> = Cell::new(std::ptr::null());
-    static BLOCKING: Cell<usize> = Cell::new(0);
+/// How many `block_on` calls run on this thread, in its context.
+#[inline]
+fn blocking<R>(f: impl FnOnce(&Cell<usize>) -> R) -> R {
+    crate::context::with(|c| f(&c.blocking))
 }
 
 /// Pops its frame, even if a section unwinds.
@@ -57,7 +57,7 @@ impl Frame {
             held: &[],
             task: Cell::new(task),
             outer,
-            blocking: BLOCKING.with(Cell::get),
+            blocking: blocking(Cell::get),
             parent: Cell::new(std::ptr::null()),
         }
     }
@@ -78,7 +78,8 @@ impl Frame {
 
     #[inline]
     pub(crate) fn enter(&self) -> Entered<'_> {
-        self.parent.set(FRAME.with(|f| f.replace(self)));
+        self.parent
+            .set(frame(|f| f.replace(self as *const Frame as *const ())).cast());
         Entered(self)
     }
 
@@ -98,7 +99,7 @@ impl Frame {
 impl Drop for Entered<'_> {
     #[inline]
     fn drop(&mut self) {
-        FRAME.with(|f| f.set(self.0.parent.get()));
+        frame(|f| f.set(self.0.parent.get().cast()));
     }
 }
 
@@ -118,10 +119,10 @@ enum Holding {
 /// returns `Some` to stop.
 fn walk<R>(current: *const (), mut visit: impl FnMut(&'static Frame) -> Option<R>) -> Option<R> {
     let mut task = current;
-    let mut frame = FRAME.with(Cell::get);
+    let mut frame: *const Frame = self::frame(Cell::get).cast();
     // SAFETY: frames live on the stacks of calls further up this thread's
     // stack, and each is unlinked (by `Entered`) before its call returns;
-    // so every frame reachable from `FRAME` is alive while this thread is
+    // so every frame reachable from the context's is alive while this thread is
     // below it, which covers every use of the reference visited here
     // (none outlives the caller's frame).
     while let Some(f) = unsafe { frame.as_ref() } {
@@ -185,7 +186,7 @@ impl Held {
 /// runs inside, as a scope it opens records them for its tasks: a scope
 /// opened by a scope's task inherits its scope's.
 pub(crate) fn held_strands(current: *const ()) -> Held {
-    if FRAME.with(Cell::get).is_null() {
+    if frame(Cell::get).is_null() {
         return Held(Box::new([]));
     }
     let mut held = Vec::new();
@@ -209,12 +210,12 @@ pub(crate) fn held_strands(current: *const ()) -> Held {
 /// only when a frame is on this thread, so a pending poll elsewhere costs
 /// one thread-local read.
 pub(crate) fn check_not_blocking_on(what: &str, ids: impl FnOnce() -> (*const (), *const ())) {
-    if FRAME.with(Cell::get).is_null() {
+    if frame(Cell::get).is_null() {
         return;
     }
     let (strand, current) = ids();
     match find(strand, current) {
-        Some(Holding::Section(f)) if BLOCKING.with(Cell::get) > f.blocking => panic!(
+        Some(Holding::Section(f)) if blocking(Cell::get) > f.blocking => panic!(
             "viaduct: a section of a strand called block_on on {what} of that same strand; the \
              strand runs one section at a time, so the wait could never end. Await it in a task \
              instead of blocking, or submit the work without waiting for it (post, execute)"
@@ -235,13 +236,13 @@ pub(crate) struct Blocking(());
 
 impl Blocking {
     pub(crate) fn enter() -> Blocking {
-        BLOCKING.with(|b| b.set(b.get() + 1));
+        blocking(|b| b.set(b.get() + 1));
         Blocking(())
     }
 }
 
 impl Drop for Blocking {
     fn drop(&mut self) {
-        BLOCKING.with(|b| b.set(b.get() - 1));
+        blocking(|b| b.set(b.get() - 1));
     }
 }

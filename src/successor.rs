@@ -42,7 +42,7 @@ use crate::loom::{AtomicPtr, Ordering::*};
 ///
 /// `from_raw(into_raw(x))` must give `x` back, and `into_raw` must never
 /// give the address of `SEALED_MARK`.
-pub(crate) unsafe trait Parkable {
+pub unsafe trait Parkable {
     fn into_raw(self) -> NonNull<()>;
     /// # Safety
     ///

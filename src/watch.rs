@@ -19,7 +19,7 @@
 //! - A [`LockBook`] notes which task holds a `Guarded` value or a strand:
 //!   one store when a section or guard starts, one when it ends.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::panic::Location;
 use std::ptr::NonNull;
@@ -301,26 +301,30 @@ impl Here {
     }
 }
 
-thread_local! {
-    static HERE: Cell<*const Here> = const { Cell::new(std::ptr::null()) };
+/// The records of the worker running this thread, in its context.
+#[inline]
+fn records_here() -> *const Here {
+    crate::context::with(|c| c.worker_records.get()).cast()
 }
 
 /// Marks this thread as the worker `here` describes, until the returned
 /// guard drops; `here` must outlive it (it lives in the worker's frame, or
 /// in a simulation that polls one task as one of its virtual workers).
 pub(crate) fn enter_worker(here: &Here) -> WorkerGuard {
-    WorkerGuard(HERE.with(|h| h.replace(here)))
+    WorkerGuard(
+        crate::context::with(|c| c.worker_records.replace((here as *const Here).cast())).cast(),
+    )
 }
 
 /// Marks the thread as it was before when dropped (a simulation may run
-/// inside a pool's task). `HERE` is set by `enter_worker` to a `Here` that
+/// inside a pool's task). the context's worker records is set by `enter_worker` to a `Here` that
 /// outlives this guard, on this thread only, and guards drop in the
-/// reverse order: a non-null `HERE` is live.
+/// reverse order: a non-null the context's worker records is live.
 pub(crate) struct WorkerGuard(*const Here);
 
 impl Drop for WorkerGuard {
     fn drop(&mut self) {
-        HERE.with(|h| h.set(self.0));
+        crate::context::with(|c| c.worker_records.set(self.0.cast()));
     }
 }
 
@@ -345,8 +349,8 @@ impl Polling {
 #[inline]
 pub(crate) fn enter_poll(info: &TaskInfo) -> Option<Polling> {
     info.state.store(RUNNING, Relaxed);
-    let here = NonNull::new(HERE.with(Cell::get).cast_mut())?;
-    // SAFETY: a non-null `HERE` is live (see `WorkerGuard`).
+    let here = NonNull::new(records_here().cast_mut())?;
+    // SAFETY: a non-null the context's worker records is live (see `WorkerGuard`).
     let running = unsafe { here.as_ref() }.running();
     let outer = (running.task.load(Relaxed), running.location.load(Relaxed));
     let location = info.location as *const Location<'static> as *mut Location<'static>;
@@ -378,8 +382,8 @@ pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>, waker: &W
 /// while a worker runs it, and helping the pool while blocked, the worker
 /// runs others.
 pub(crate) fn list_while_blocked(info: &TaskInfo) {
-    // SAFETY: a non-null `HERE` is live (see `WorkerGuard`).
-    if let Some(here) = unsafe { HERE.with(Cell::get).as_ref() } {
+    // SAFETY: a non-null the context's worker records is live (see `WorkerGuard`).
+    if let Some(here) = unsafe { records_here().as_ref() } {
         enter_book(here, info, None);
     }
 }
@@ -627,7 +631,7 @@ impl Noted {
         let Some(task) = task else {
             return;
         };
-        if HERE.with(Cell::get).is_null() {
+        if records_here().is_null() {
             return; // not a pool worker: no dump lists the task
         }
         self.0 = Some((task, enter(task, what())));

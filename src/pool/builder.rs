@@ -11,8 +11,8 @@ use event_listener::Event;
 
 use super::stall::{self, Stall, StallHandler, StallWatch};
 use super::{idle, worker, Hook, PanicHandler, Shared, ThreadPool, OPEN};
+use crate::admission::TrackerHeader;
 use crate::error::PanicPayload;
-use crate::executor::TrackerHeader;
 
 /// Configures and starts a [`ThreadPool`].
 ///

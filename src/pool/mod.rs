@@ -60,12 +60,12 @@ use crossbeam_deque::{Injector, Stealer};
 use crossbeam_utils::CachePadded;
 use event_listener::{Event, Listener};
 
+use crate::admission::{admitting_past_limit, Admission, Sink, Tracker, TrackerHeader};
 use crate::error::{drop_payload, PanicPayload, RejectReason};
-use crate::executor::{
-    admitting_past_limit, Admission, Exec, Executor, Internal, Sink, Tracker, TrackerHeader,
-};
-use crate::executor::{adopt, Runnable};
+use crate::executor::Runnable;
+use crate::executor::{Exec, Executor, Internal};
 use crate::spawn::impl_spawn;
+use crate::task::Metadata;
 use job::Job;
 pub(crate) use worker::{with_worker, WorkerCtx};
 
@@ -748,7 +748,7 @@ impl Executor for Shared {
         // A task that a user's executor admitted and forwarded here is
         // counted in now (past the bound: it was accepted already), so
         // closing waits for it; a closed pool refuses it instead.
-        if let Some(runnable) = adopt(runnable, || self.count_in(None)) {
+        if let Some(runnable) = Metadata::adopt(runnable, || self.count_in(None)) {
             worker::schedule(self, runnable)
         }
     }

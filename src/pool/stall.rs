@@ -14,8 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::Shared;
+use crate::admission::Tracker;
 use crate::dump::TaskKind;
-use crate::executor::Tracker;
 use crate::task_id::TaskId;
 
 /// A poll that has run longer than its pool's

@@ -185,7 +185,7 @@ impl WorkerCtx {
     fn hook(&self, hook: Option<&(dyn Fn() + Send + Sync)>) {
         if let Some(hook) = hook {
             if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(hook)) {
-                crate::executor::Tracker::unobserved_panic(&*self.shared, p);
+                crate::admission::Tracker::unobserved_panic(&*self.shared, p);
             }
         }
     }

@@ -96,10 +96,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use self::world::World;
+use crate::admission::{Admission, Sink, Tracker, TrackerHeader};
 use crate::dump::TaskDump;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
-use crate::executor::{adopt, Admission, Exec, Executor, Internal, Sink, Tracker, TrackerHeader};
+use crate::executor::{Exec, Executor, Internal};
 use crate::spawn::ExecutorExt;
+use crate::task::Metadata;
 use crate::time::Timer;
 use crate::watch::{Books, Here};
 use crate::Runnable;
@@ -790,7 +792,7 @@ unsafe impl Tracker for Shared {
 
 impl Executor for Shared {
     fn schedule(&self, runnable: Runnable) {
-        let Some(runnable) = adopt(runnable, || self.count_in()) else {
+        let Some(runnable) = Metadata::adopt(runnable, || self.count_in()) else {
             return;
         };
         let (sim, worker) = WORKER.with(Cell::get);

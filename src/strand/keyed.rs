@@ -17,9 +17,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 use super::Shared;
-use crate::executor::report;
 use crate::executor::{Exec, Executor};
 use crate::loom::lock_std as lock;
+use crate::task::report;
 use crate::task::{current_task_sink, reporting_panics, JoinHandle};
 use crate::watch::{LockBook, LockKind};
 

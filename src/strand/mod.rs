@@ -108,9 +108,10 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::admission::Admission;
 use crate::error::RejectReason;
 use crate::executor::LockRef;
-use crate::executor::{home_of, Admission, Exec, Executor, Internal, Runnable};
+use crate::executor::{home_of, Exec, Executor, Internal, Runnable};
 use crate::section;
 use crate::spawn::impl_spawn;
 use crate::task::{current_task_id, spawn_or_reject, JoinHandle};

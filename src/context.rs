@@ -1,0 +1,86 @@
+//! This thread's context: everything viaduct keeps per thread, in one
+//! thread-local (as tokio's `runtime/context.rs`).
+//!
+//! The context holds state only; the modules that own each part hold the
+//! logic and read and write their part through [`with`]. So the context
+//! names no module above it: what it points at (a task's metadata, a
+//! worker's records, a section's frame) it holds by address, and only the
+//! owner turns an address back into its type.
+//!
+//! Every part is set by a guard on the stack of whoever enters it (a
+//! poll, a worker, a section, a `block_on`) and restored when that guard
+//! drops, in reverse order: a non-null address in the context points at
+//! something alive on this thread's stack or kept alive by that frame.
+
+use std::cell::Cell;
+
+/// A poll's cooperative budget (see `coop`).
+#[derive(Clone, Copy)]
+pub(crate) struct Budget {
+    /// `None`: unconstrained.
+    pub(crate) left: Option<u32>,
+    /// Forced `Pending`s within this budget.
+    pub(crate) forced: u32,
+}
+
+/// This thread's context.
+pub(crate) struct Context {
+    /// The viaduct task being polled (`task::current`): its metadata and
+    /// the data pointer of the waker it was polled with (compared, never
+    /// dereferenced).
+    pub(crate) task: Cell<(*const (), *const ())>,
+    /// The fault slot of the task whose executor's `schedule` runs here
+    /// (`task::fault`).
+    pub(crate) scheduling: Cell<*const ()>,
+    /// Admissions asked for here go past a bounded executor's limit
+    /// (`admission::past_limit`).
+    pub(crate) past_limit: Cell<bool>,
+    /// The budget of the poll under way (`coop`).
+    pub(crate) budget: Cell<Budget>,
+    /// What the next poll's budget starts from, if not the whole
+    /// `coop::BUDGET` (`coop`).
+    pub(crate) fresh_budget: Cell<Option<u32>>,
+    /// The records of the pool worker or simulated worker that runs this
+    /// thread (`watch::Here`).
+    pub(crate) worker_records: Cell<*const ()>,
+    /// The innermost strand section's frame (`section`).
+    pub(crate) frame: Cell<*const ()>,
+    /// How many `block_on` calls run on this thread (`section`).
+    pub(crate) blocking: Cell<usize>,
+}
+
+impl Context {
+    const fn new() -> Context {
+        Context {
+            task: Cell::new((std::ptr::null(), std::ptr::null())),
+            scheduling: Cell::new(std::ptr::null()),
+            past_limit: Cell::new(false),
+            budget: Cell::new(Budget {
+                left: None,
+                forced: 0,
+            }),
+            fresh_budget: Cell::new(None),
+            worker_records: Cell::new(std::ptr::null()),
+            frame: Cell::new(std::ptr::null()),
+            blocking: Cell::new(0),
+        }
+    }
+}
+
+// Loom runs a model's threads on one OS thread: its own thread-locals keep
+// them apart.
+#[cfg(not(loom))]
+std::thread_local! {
+    static CONTEXT: Context = const { Context::new() };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static CONTEXT: Context = Context::new();
+}
+
+/// Runs `f` with this thread's context.
+#[inline]
+pub(crate) fn with<R>(f: impl FnOnce(&Context) -> R) -> R {
+    CONTEXT.with(f)
+}
