@@ -590,7 +590,7 @@ impl TaskInfo {
     /// runnable.run();
     /// ```
     pub fn id(&self) -> TaskId {
-        self.id
+        self.record.id
     }
 
     /// Where the task was spawned: the caller of `spawn`, `run`,
@@ -619,6 +619,6 @@ impl TaskInfo {
     /// runnable.run();
     /// ```
     pub fn location(&self) -> &'static Location<'static> {
-        self.location
+        self.record.location
     }
 }

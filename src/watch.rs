@@ -28,15 +28,43 @@ use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
-use crate::executor::TaskInfo;
 use crate::loom::{fence, lock_std, AtomicPtr, Ordering::*};
 use crate::slab::Slab;
 use crate::task_id::{TaskId, TaskKind};
+use std::sync::atomic::{AtomicBool, AtomicU8};
 
-/// A task's state as a dump shows it, in [`TaskInfo::state`].
+/// A task's state as a dump shows it, in [`TaskRecord::state`].
 pub(crate) const QUEUED: u8 = 0;
 pub(crate) const RUNNING: u8 = 1;
 pub(crate) const WAITING: u8 = 2;
+
+/// What stall reports and dumps read of a task, kept in its metadata: its
+/// name, its state, and the worker book it is in.
+pub(crate) struct TaskRecord {
+    /// The worker book the task is in, if it has waited on a pool worker.
+    /// First, so that it leaves the book before any other field is
+    /// dropped (a dump reads them under the book's lock).
+    booking: BookingSlot,
+    pub(crate) id: TaskId,
+    /// Where the task was spawned (`#[track_caller]` on every spawn path).
+    pub(crate) location: &'static Location<'static>,
+    /// What runs in the task: user code, or a queue viaduct drains.
+    pub(crate) kind: TaskKind,
+    /// [`QUEUED`], [`RUNNING`] or [`WAITING`].
+    pub(crate) state: AtomicU8,
+}
+
+impl TaskRecord {
+    pub(crate) fn new(id: TaskId, location: &'static Location<'static>, kind: TaskKind) -> Self {
+        TaskRecord {
+            booking: BookingSlot::default(),
+            id,
+            location,
+            kind,
+            state: AtomicU8::new(QUEUED),
+        }
+    }
+}
 
 /// The sequence of a seqlock over a few atomic fields, written by one
 /// writer at a time (the loom models below check it): a reader racing a
@@ -97,8 +125,8 @@ pub(crate) struct Seen {
 const KIND_SHIFT: u32 = 62;
 
 /// The task word of a [`Running`] record for `info`.
-fn tagged(info: &TaskInfo) -> u64 {
-    info.id.as_u64() | (info.kind as u64) << KIND_SHIFT
+fn tagged(record: &TaskRecord) -> u64 {
+    record.id.as_u64() | (record.kind as u64) << KIND_SHIFT
 }
 
 fn untagged(word: u64) -> Option<(TaskId, TaskKind)> {
@@ -149,20 +177,28 @@ pub(crate) struct WorkerBook {
     ended: std::sync::atomic::AtomicBool,
 }
 
-/// A task in a book, and in a simulation's, a waker of it.
+/// A task in a book, and in a simulation's, a waker of it and its aborted
+/// flag.
 struct Entry {
     task: TaskPtr,
-    waker: Option<Waker>,
+    world: Option<(Waker, FlagPtr)>,
 }
+
+/// A booked task's aborted flag: set only under its book's lock, while a
+/// waker of the task, held beside it, keeps it alive.
+struct FlagPtr(NonNull<AtomicBool>);
+
+// SAFETY: used only as a `&AtomicBool`, which is `Send`, while alive (above).
+unsafe impl Send for FlagPtr {}
 
 /// A booked task's metadata. Only read under its book's lock, which the
 /// task takes to leave the book before its metadata is dropped (see
 /// [`BookingSlot`]).
 #[derive(Clone, Copy)]
-struct TaskPtr(NonNull<TaskInfo>);
+struct TaskPtr(NonNull<TaskRecord>);
 
 // SAFETY: a `TaskPtr` is only dereferenced under its book's lock, while
-// the task is in the book, and so alive (see `TaskPtr`); `TaskInfo` is
+// the task is in the book, and so alive (see `TaskPtr`); `TaskRecord` is
 // `Sync`.
 unsafe impl Send for TaskPtr {}
 
@@ -188,21 +224,23 @@ impl Books {
     }
 
     /// The world has ended: marks every task in these books that kept a
-    /// waker aborted, and hands the wakers back (each once, in task id
-    /// order) to be woken outside the locks: each task's next poll drops
-    /// its future, or its executor drops it, as `JoinHandle::abort` does.
-    /// The world's tasks that wait from now on are aborted as they do.
+    /// waker aborted, and hands the wakers
+    /// back (each once, in task id order) to be woken outside the locks:
+    /// each task's next poll drops its future, or its executor drops it, as
+    /// `JoinHandle::abort` does. The world's tasks that wait from now on
+    /// are aborted as they do (see [`left_pending`]).
     pub(crate) fn abort_all(&self) -> Vec<(TaskId, Waker)> {
         let mut all = Vec::new();
         for book in self.workers() {
             let mut tasks = lock_std(&book.tasks);
             book.ended.store(true, Relaxed);
             for entry in tasks.iter_mut() {
-                if let Some(waker) = entry.waker.take() {
-                    // SAFETY: the task is in the book, under its lock: alive.
-                    let info = unsafe { entry.task.0.as_ref() };
-                    info.aborted.store(true, Release);
-                    all.push((info.id, waker));
+                if let Some((waker, aborted)) = entry.world.take() {
+                    // SAFETY: the task is in the book, under its lock, and
+                    // its waker is in hand: alive.
+                    let (record, aborted) = unsafe { (entry.task.0.as_ref(), aborted.0.as_ref()) };
+                    aborted.store(true, Release);
+                    all.push((record.id, waker));
                 }
             }
         }
@@ -231,12 +269,12 @@ impl WorkerBook {
             .iter()
             .map(|t| {
                 // SAFETY: the task is in the book, under its lock: alive.
-                let info = unsafe { t.task.0.as_ref() };
+                let record = unsafe { t.task.0.as_ref() };
                 Booked {
-                    id: info.id,
-                    location: info.location,
-                    kind: info.kind,
-                    state: info.state.load(Relaxed),
+                    id: record.id,
+                    location: record.location,
+                    kind: record.kind,
+                    state: record.state.load(Relaxed),
                 }
             })
             .collect()
@@ -347,14 +385,14 @@ impl Polling {
 /// Notes that `info`'s task is being polled (on a pool worker, in its
 /// record; everywhere, in its state).
 #[inline]
-pub(crate) fn enter_poll(info: &TaskInfo) -> Option<Polling> {
-    info.state.store(RUNNING, Relaxed);
+pub(crate) fn enter_poll(record: &TaskRecord) -> Option<Polling> {
+    record.state.store(RUNNING, Relaxed);
     let here = NonNull::new(records_here().cast_mut())?;
     // SAFETY: a non-null the context's worker records is live (see `WorkerGuard`).
     let running = unsafe { here.as_ref() }.running();
     let outer = (running.task.load(Relaxed), running.location.load(Relaxed));
-    let location = info.location as *const Location<'static> as *mut Location<'static>;
-    running.write(tagged(info), location);
+    let location = record.location as *const Location<'static> as *mut Location<'static>;
+    running.write(tagged(record), location);
     Some(Polling { here, outer })
 }
 
@@ -365,55 +403,74 @@ impl Drop for Polling {
     }
 }
 
+/// A task that enters a book after a poll: its own waker, its aborted
+/// flag, and whether the simulation whose tracker header is at a given
+/// address counts it.
+pub(crate) struct Pending<'a, C> {
+    pub(crate) waker: &'a Waker,
+    pub(crate) aborted: &'a AtomicBool,
+    pub(crate) counted_by: C,
+}
+
 /// After a poll that returned `Pending`: the task is waiting (unless a
 /// wake-up queues it again, which comes after this), and enters the book
 /// of the worker that polled it if it is in none.
 #[inline]
-pub(crate) fn left_pending(info: &TaskInfo, polling: Option<&Polling>, waker: &Waker) {
-    info.state.store(WAITING, Relaxed);
+pub(crate) fn left_pending(
+    record: &TaskRecord,
+    polling: Option<&Polling>,
+    pending: Pending<'_, impl FnOnce(usize) -> bool>,
+) {
+    record.state.store(WAITING, Relaxed);
     if let Some(polling) = polling {
-        enter_book(polling.here(), info, Some(waker));
+        enter_book(polling.here(), record, Some(pending));
     }
 }
 
-/// Lists `info`'s task, whose poll is under way on this thread and blocks
-/// there (a `block_on`, a scope's wait), in this pool worker's book if it
-/// is in none: a task that has not yet returned `Pending` is listed only
-/// while a worker runs it, and helping the pool while blocked, the worker
-/// runs others.
-pub(crate) fn list_while_blocked(info: &TaskInfo) {
-    // SAFETY: a non-null the context's worker records is live (see `WorkerGuard`).
+/// Lists `record`'s task, whose poll is under way on this thread and
+/// blocks there (a `block_on`, a scope's wait), in this pool worker's
+/// book if it is in none: a task that has not yet returned `Pending` is
+/// listed only while a worker runs it, and helping the pool while blocked,
+/// the worker runs others.
+pub(crate) fn list_while_blocked(record: &TaskRecord) {
+    // SAFETY: non-null worker records in the context are live (see
+    // `WorkerGuard`).
     if let Some(here) = unsafe { records_here().as_ref() } {
-        enter_book(here, info, None);
+        enter_book(here, record, None::<Pending<'_, fn(usize) -> bool>>);
     }
 }
 
-/// Enters `info`'s task, whose poll is under way on this thread, in
+/// Enters `record`'s task, whose poll is under way on this thread, in
 /// `here`'s book if it is in none. A simulation's book keeps a waker of
 /// each task its world counts, to cancel it when the world ends, so it
-/// takes a task only with `waker`, the task's own.
-fn enter_book(here: &Here, info: &TaskInfo, waker: Option<&Waker>) {
+/// takes a task only when it is `pending`, with the task's own waker.
+fn enter_book(
+    here: &Here,
+    record: &TaskRecord,
+    pending: Option<Pending<'_, impl FnOnce(usize) -> bool>>,
+) {
     // SAFETY: whoever polls the task holds its runnable, as whoever drops
     // it does: one at a time.
-    let booking = unsafe { &mut *info.booking.0.get() };
+    let booking = unsafe { &mut *record.booking.0.get() };
     let book = &here.book;
-    if booking.is_some() || (book.world != 0 && waker.is_none()) {
+    if booking.is_some() || (book.world != 0 && pending.is_none()) {
         return;
     }
-    // SAFETY: the poller holds the runnable (see `TaskInfo::admission`).
-    let worlds = book.world != 0 && unsafe { info.admission() }.counted_by(book.world);
+    let worlds = pending.and_then(|p| {
+        (book.world != 0 && (p.counted_by)(book.world)).then_some((p.waker, p.aborted))
+    });
     let mut tasks = lock_std(&book.tasks);
-    if let Some(waker) = waker.filter(|_| worlds && book.ended.load(Relaxed)) {
+    if let Some((waker, aborted)) = worlds.filter(|_| book.ended.load(Relaxed)) {
         // First waits after its world ended (in a drop the end ran, or
         // the poll the last handle went in): aborted, as the rest were.
         drop(tasks);
-        info.aborted.store(true, Release);
+        aborted.store(true, Release);
         waker.wake_by_ref();
         return;
     }
     let key = tasks.insert(Entry {
-        task: TaskPtr(NonNull::from(info)),
-        waker: waker.filter(|_| worlds).cloned(),
+        task: TaskPtr(NonNull::from(record)),
+        world: worlds.map(|(waker, aborted)| (waker.clone(), FlagPtr(NonNull::from(aborted)))),
     });
     drop(tasks);
     *booking = Some(Booking {
@@ -424,9 +481,9 @@ fn enter_book(here: &Here, info: &TaskInfo, waker: Option<&Waker>) {
 
 /// The task's future is being dropped: it leaves its book.
 #[inline]
-pub(crate) fn task_ended(info: &TaskInfo) {
-    // SAFETY: as in `left_pending`.
-    BookingSlot::leave(unsafe { &mut *info.booking.0.get() });
+pub(crate) fn task_ended(record: &TaskRecord) {
+    // SAFETY: as in `enter_book`.
+    BookingSlot::leave(unsafe { &mut *record.booking.0.get() });
 }
 
 /// Which task holds a `Guarded` value or a strand, and how to name it.

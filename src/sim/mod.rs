@@ -693,7 +693,7 @@ impl Shared {
             }
             world.pick().map(|(worker, runnable, source)| {
                 world.steps += 1;
-                let at = runnable.metadata().location;
+                let at = runnable.metadata().record.location;
                 world.record(&[
                     worker as u64,
                     source as u64,

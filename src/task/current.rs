@@ -88,7 +88,7 @@ pub(crate) fn reporting_panics(f: impl FnOnce()) {
 pub(crate) fn list_current_while_blocked() {
     with_current_task(|t| {
         if let Some(info) = t {
-            crate::watch::list_while_blocked(info);
+            crate::watch::list_while_blocked(&info.record);
         }
     });
 }
@@ -103,7 +103,7 @@ pub(crate) fn current_task_id() -> *const () {
 /// The id of the viaduct task being polled on this thread, if any.
 #[inline]
 pub(crate) fn current_task() -> Option<TaskId> {
-    with_current_task(|t| t.map(|t| t.id))
+    with_current_task(|t| t.map(|t| t.record.id))
 }
 
 /// A task's identity for [`section`](crate::section).

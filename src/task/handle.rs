@@ -181,7 +181,7 @@ impl AbortHandle {
     /// assert_eq!(ex.run(|| ()).abort_handle().id(), None); // refused
     /// ```
     pub fn id(&self) -> Option<TaskId> {
-        self.target.as_ref().map(|(info, _)| info.get().id)
+        self.target.as_ref().map(|(info, _)| info.get().record.id)
     }
 
     /// `true` once the task is over: its future has been dropped (it
@@ -347,7 +347,7 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn id(&self) -> Option<TaskId> {
         match &self.state {
-            State::Running { info, .. } => Some(info.get().id),
+            State::Running { info, .. } => Some(info.get().record.id),
             _ => None,
         }
     }
@@ -444,7 +444,7 @@ impl<T> Future for JoinHandle<T> {
                 match polled {
                     Poll::Pending => {
                         noted.waiting(current_task(), || WaitOn::Task {
-                            id: info.id,
+                            id: info.record.id,
                             queued_on: info.with_executor(|ex| ex.lock_book(INTERNAL)).map(|b| b.0),
                             ended: EndedFlag::of(&info.done),
                         });

@@ -9,24 +9,23 @@
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
-use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::fault::FaultSlot;
 use crate::admission::Admission;
 use crate::error::RejectReason;
 use crate::successor::{Parkable, Successor};
-use crate::task_id::{TaskId, TaskKind};
+use crate::task_id::TaskKind;
+use crate::watch::TaskRecord;
 
 /// A task's metadata, generic over the handle of its executor (`H`, an
 /// `Exec`) and its runnable (`R`), so that it names neither: every viaduct
 /// task's is the one inside a [`TaskInfo`](crate::TaskInfo).
 pub struct Metadata<H, R: Parkable> {
-    /// The worker book the task is in, if it has waited on a pool worker.
-    /// First, so that it leaves the book before any other field is
-    /// dropped (a dump reads them under the book's lock).
-    pub(crate) booking: crate::watch::BookingSlot,
+    /// What stall reports and dumps read of the task. First, so that the
+    /// task leaves its worker's book before any other field is dropped.
+    pub(crate) record: TaskRecord,
     pub(crate) home: H,
     /// Set by `hop_to`; read by `schedule`. `hopped` lets the common case
     /// skip the lock.
@@ -46,13 +45,6 @@ pub struct Metadata<H, R: Parkable> {
     /// queue is intrusive, so submitting to a strand allocates nothing
     /// (see `strand::queue`). A runnable is in one queue at a time.
     pub(crate) strand_link: AtomicUsize,
-    pub(crate) id: TaskId,
-    /// Where the task was spawned (`#[track_caller]` on every spawn path).
-    pub(crate) location: &'static Location<'static>,
-    /// What runs in the task: user code, or a queue viaduct drains.
-    pub(crate) kind: TaskKind,
-    /// Queued, running or waiting, for dumps (see `watch`).
-    pub(crate) state: AtomicU8,
     /// The step waiting in line behind the task's first poll, if any (see
     /// `successor`).
     pub(crate) successor: Successor<R>,
@@ -91,7 +83,7 @@ impl<H: Clone, R: Parkable> Metadata<H, R> {
     }
 }
 
-// SAFETY: every field but `admission` and `booking` is `Sync`. Those two
+// SAFETY: every field but `admission` and the record's booking is `Sync`. Those two
 // are read and written only by the thread that holds the task's runnable
 // (and `booking` by its `Drop`, once none does): the schedule
 // function and the executor's `schedule` it calls (which are handed the
@@ -158,7 +150,7 @@ impl<H, R: Parkable> Metadata<H, R> {
         // SAFETY: we hold the runnable.
         // viaduct's own machinery (strand runners, priority pumps) must not
         // keep a closed pool alive: nobody counts it.
-        if !unsafe { info.admission() }.is_uncounted() || info.kind != TaskKind::Spawned {
+        if !unsafe { info.admission() }.is_uncounted() || info.record.kind != TaskKind::Spawned {
             return Some(runnable);
         }
         match admit() {

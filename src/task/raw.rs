@@ -26,6 +26,7 @@ use crate::admission::Admission;
 use crate::error::{Panic, RejectReason, TaskError};
 use crate::executor::{Exec, Executor, Runnable, TaskInfo};
 use crate::task_id::{TaskId, TaskKind};
+use crate::watch::TaskRecord;
 
 /// The future async-task runs: the user's future plus the bookkeeping above.
 struct TaskFuture<'a, F> {
@@ -62,13 +63,13 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         let sink = current_task_sink;
         let _current = current::enter(info, cx.waker());
         let _budget = crate::coop::fresh();
-        let polling = crate::watch::enter_poll(info);
+        let polling = crate::watch::enter_poll(&info.record);
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
             target: "viaduct",
             "poll",
             executor = info.home.name(),
-            task = info.id.as_u64(),
+            task = info.record.id.as_u64(),
             worker = std::thread::current().name().unwrap_or("")
         )
         .entered();
@@ -93,7 +94,13 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         // that stall on the narrow stores that had just written it.
         let outcome = match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Pending) => {
-                crate::watch::left_pending(info, polling.as_ref(), cx.waker());
+                let pending = crate::watch::Pending {
+                    waker: cx.waker(),
+                    aborted: &info.aborted,
+                    // SAFETY: the poller holds the runnable.
+                    counted_by: |world| unsafe { info.admission() }.counted_by(world),
+                };
+                crate::watch::left_pending(&info.record, polling.as_ref(), pending);
                 return Poll::Pending;
             }
             Ok(Poll::Ready(Ok(v))) => Ok(Value::new(v, sink)),
@@ -124,7 +131,7 @@ impl<F> Drop for TaskFuture<'_, F> {
         // A task dropped before its first poll ended lets the step in line
         // behind it go too, to find out how the task ended.
         let _successor = CloseLine(self.info);
-        crate::watch::task_ended(self.info);
+        crate::watch::task_ended(&self.info.record);
         // A future that panics in `Drop` while being cancelled must not unwind
         // into the executor that dropped it (a worker, or `shutdown_now`).
         self.drop_future();
@@ -266,7 +273,7 @@ where
     T: Send + 'static,
 {
     let info = TaskInfo::new(Metadata {
-        booking: Default::default(),
+        record: TaskRecord::new(TaskId::next(), location, kind),
         home: exec,
         hop: Mutex::new(None),
         hopped: AtomicBool::new(false),
@@ -276,10 +283,6 @@ where
         fault: FaultSlot::default(),
         admission: UnsafeCell::new(admission),
         strand_link: AtomicUsize::new(0),
-        id: TaskId::next(),
-        location,
-        kind,
-        state: std::sync::atomic::AtomicU8::new(crate::watch::QUEUED),
         successor: crate::successor::Successor::new(),
     });
     let schedule = move |runnable: Runnable, how: ScheduleInfo| {
@@ -297,7 +300,9 @@ where
         let info = unsafe { &*info };
         info.yielded
             .store(how.woken_while_running, Ordering::Relaxed);
-        info.state.store(crate::watch::QUEUED, Ordering::Relaxed);
+        info.record
+            .state
+            .store(crate::watch::QUEUED, Ordering::Relaxed);
         fault::catching(&info.fault, || {
             info.with_executor(|ex| ex.schedule(runnable))
         });

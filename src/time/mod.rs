@@ -88,6 +88,7 @@ mod interval;
 mod periodic;
 mod scheduled;
 mod sleep;
+mod timed;
 mod wheel;
 
 use std::any::Any;
@@ -109,8 +110,9 @@ use crate::task_id::TaskId;
 
 pub use self::interval::{Interval, MissedTickBehavior, Tick};
 pub use self::periodic::{Pacing, Periodic};
-pub use self::scheduled::{Scheduled, TimedExt};
+pub use self::scheduled::Scheduled;
 pub use self::sleep::{Elapsed, Sleep, Timeout};
+pub use self::timed::TimedExt;
 
 /// How many due timers are fired per lock acquisition: bounds how long an
 /// inserter on the same shard may wait behind the driver.
