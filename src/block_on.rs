@@ -54,7 +54,10 @@ use crate::signal::poll_to_end;
 /// ```
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     let _blocking = crate::section::Blocking::enter();
-    let fut = match crate::sim::block_on_inside(fut) {
+    let fut = match crate::context::with_driver(|driver| match driver {
+        Some(driver) => Ok(poll_to_end(fut, || {}, |woken| driver.wait(&woken))),
+        None => Err(fut),
+    }) {
         Ok(output) => return output,
         Err(fut) => fut,
     };

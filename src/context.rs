@@ -13,6 +13,19 @@
 //! something alive on this thread's stack or kept alive by that frame.
 
 use std::cell::Cell;
+use std::ptr::NonNull;
+
+/// What runs this thread's waits when it is not a plain thread: a
+/// simulation, while its `block_on` runs here. `block_on` hands its waits
+/// to it. Set by the driver's own guard, which outlives its time here.
+pub(crate) trait Driver {
+    /// Runs until `woken` says so: what `block_on` does while its future
+    /// waits.
+    fn wait(&self, woken: &dyn Fn() -> bool);
+    /// Runs `f` as this thread would without the driver: a wait on real
+    /// threads, which the driver cannot run.
+    fn outside(&self, f: &mut dyn FnMut());
+}
 
 /// A poll's cooperative budget (see `coop`).
 #[derive(Clone, Copy)]
@@ -47,6 +60,14 @@ pub(crate) struct Context {
     pub(crate) frame: Cell<*const ()>,
     /// How many `block_on` calls run on this thread (`section`).
     pub(crate) blocking: Cell<usize>,
+    /// The driver running this thread, if any ([`with_driver`]).
+    pub(crate) driver: Cell<Option<NonNull<dyn Driver>>>,
+    /// The executor the global `spawn` uses here, if not the global pool
+    /// (`spawn::ambient_executor`).
+    pub(crate) executor: Cell<*const ()>,
+    /// The timer the time functions use here, if not the global one
+    /// (`Timer::ambient`).
+    pub(crate) timer: Cell<*const ()>,
 }
 
 impl Context {
@@ -63,6 +84,9 @@ impl Context {
             worker_records: Cell::new(std::ptr::null()),
             frame: Cell::new(std::ptr::null()),
             blocking: Cell::new(0),
+            driver: Cell::new(None),
+            executor: Cell::new(std::ptr::null()),
+            timer: Cell::new(std::ptr::null()),
         }
     }
 }
@@ -83,4 +107,12 @@ loom::thread_local! {
 #[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&Context) -> R) -> R {
     CONTEXT.with(f)
+}
+
+/// Runs `f` with the driver running this thread, if any.
+pub(crate) fn with_driver<R>(f: impl FnOnce(Option<&dyn Driver>) -> R) -> R {
+    let driver = with(|c| c.driver.get());
+    // SAFETY: a driver is set by its own guard, which outlives its time
+    // in the context and restores what was there before it drops.
+    f(driver.map(|d| unsafe { d.as_ref() }))
 }

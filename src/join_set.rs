@@ -174,8 +174,8 @@ impl<T: Send + 'static> JoinSet<T> {
     where
         F: Future<Output = T> + Send + 'static,
     {
-        match crate::sim::active_exec() {
-            Some(sim) => self.spawn_on(future, &sim),
+        match crate::spawn::ambient_executor() {
+            Some(ambient) => self.spawn_on(future, &ambient),
             None => self.spawn_on(future, ThreadPool::global()),
         }
     }

@@ -502,8 +502,8 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match sim::active_exec() {
-        Some(sim) => sim.spawn(future),
+    match spawn::ambient_executor() {
+        Some(ambient) => ambient.spawn(future),
         None => ThreadPool::global().spawn(future),
     }
 }
@@ -522,8 +522,8 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    match sim::active_exec() {
-        Some(sim) => sim.run(f),
+    match spawn::ambient_executor() {
+        Some(ambient) => ambient.run(f),
         None => ThreadPool::global().run(f),
     }
 }

@@ -149,9 +149,10 @@ impl ScopeState {
             })
         };
         let helping = catch_unwind(AssertUnwindSafe(|| {
-            if crate::sim::outside(outside_the_simulation).is_none() {
-                block_on(ended());
-            }
+            crate::context::with_driver(|driver| match driver {
+                Some(driver) => driver.outside(&mut || outside_the_simulation()),
+                None => block_on(ended()),
+            })
         }));
         if helping.is_err() {
             // `block_on` refused (its stack guard on a nearly full worker

@@ -87,6 +87,25 @@ mod sealed {
     impl<E: super::Executor + Clone> Sealed for E {}
 }
 
+/// The executor the global [`spawn`](crate::spawn) uses on this thread,
+/// if not the global pool: a simulation's, while it runs here.
+pub(crate) fn ambient_executor() -> Option<Exec> {
+    let exec: *const Exec = crate::context::with(|c| c.executor.get()).cast();
+    // SAFETY: set only by `replace_ambient_executor`, whose callers keep
+    // the `Exec` alive until they put back what it replaced.
+    unsafe { exec.as_ref() }.cloned()
+}
+
+/// Makes `exec` (null: none) the executor [`ambient_executor`] gives on
+/// this thread, and returns the one before, to be put back.
+///
+/// # Safety
+///
+/// `exec` stays alive until the one returned is put back.
+pub(crate) unsafe fn replace_ambient_executor(exec: *const Exec) -> *const Exec {
+    crate::context::with(|c| c.executor.replace(exec.cast())).cast()
+}
+
 /// What every executor can do: spawn futures, run closures.
 ///
 /// Implemented for every [`Executor`] that is `Clone`; sealed.

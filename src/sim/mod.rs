@@ -86,10 +86,11 @@
 
 mod world;
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
@@ -97,6 +98,7 @@ use std::time::Duration;
 
 use self::world::World;
 use crate::admission::{Admission, Sink, Tracker, TrackerHeader};
+use crate::context::Driver;
 use crate::dump::TaskDump;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
 use crate::executor::{Exec, Executor, Internal};
@@ -226,56 +228,8 @@ impl fmt::Display for SimError {
 impl std::error::Error for SimError {}
 
 thread_local! {
-    /// The simulation whose `block_on` runs on this thread, innermost.
-    static ACTIVE: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
     /// The simulation and virtual worker polling a task on this thread.
     static WORKER: Cell<(*const Shared, usize)> = const { Cell::new((std::ptr::null(), 0)) };
-}
-
-/// `f` of the simulation running on this thread, if one is (and the
-/// thread's locals are not being destroyed).
-fn with_active<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> Option<R> {
-    ACTIVE
-        .try_with(|a| a.borrow().as_ref().map(f))
-        .ok()
-        .flatten()
-}
-
-/// The running simulation's executor, on its thread.
-pub(crate) fn active_exec() -> Option<Exec> {
-    with_active(|s| Exec(s.clone()))
-}
-
-/// The running simulation's clock, on its thread.
-pub(crate) fn active_timer() -> Option<Timer> {
-    with_active(|s| s.timer.clone())
-}
-
-/// Inside a simulation, [`crate::block_on`] of `fut`: the simulation runs
-/// while `fut` waits. `Err(fut)` outside any simulation.
-pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
-    let Some(shared) = with_active(Arc::clone) else {
-        return Err(fut);
-    };
-    Ok(crate::signal::poll_to_end(
-        fut,
-        || {},
-        |woken| {
-            // `Inline` work queued on this thread first: it runs nowhere
-            // else, as in `block_on` outside a simulation.
-            if woken() || crate::inline::run_one_queued() {
-                return;
-            }
-            match shared.step() {
-                Ok(Stepped::Ran | Stepped::Advanced) => {}
-                Ok(Stepped::Idle) => panic!(
-                    "viaduct::block_on inside a simulation waits for a future that nothing will wake: {}",
-                    SimError::Deadlock(shared.dump())
-                ),
-                Err(e) => panic!("viaduct::block_on inside a simulation: {e}"),
-            }
-        },
-    ))
 }
 
 /// The most virtual workers: `pool::MAX_THREADS`, spelled out rather than
@@ -284,35 +238,114 @@ pub(crate) fn block_on_inside<F: Future>(fut: F) -> Result<F::Output, F> {
 /// checks that they agree).
 const MAX_WORKERS: usize = 1 << 17;
 
-/// Runs `f` with no simulation running on this thread, if one is (`None`,
-/// and `f` is not run, if none is): for a wait on real threads inside a
-/// simulated task (a scope of a real pool), which the simulation cannot
-/// run, and during which the tasks of that pool that this thread helps
-/// with must not take the simulation's pool and clock for their own.
-pub(crate) fn outside<R>(f: impl FnOnce() -> R) -> Option<R> {
-    let prev = ACTIVE.try_with(|a| a.borrow_mut().take()).ok().flatten()?;
-    let _restore = Active(Some(Some(prev)));
-    Some(f())
+/// A simulation running on this thread, innermost, as its driver: its
+/// executor and clock are the ambient ones, and `block_on` runs the
+/// world while it waits. Boxed, so that what the context points at stays
+/// put; dropped, it puts back what was there before.
+struct Active {
+    shared: Arc<Shared>,
+    exec: Exec,
+    /// The context's driver, executor and timer before this one entered.
+    outer: Cell<Outer>,
 }
 
-/// Makes `shared` the running simulation on this thread until dropped;
-/// does nothing once the thread's locals are being destroyed (a world
-/// kept in a thread-local may end then).
-struct Active(Option<Option<Arc<Shared>>>);
+#[derive(Clone, Copy)]
+struct Outer {
+    driver: Option<NonNull<dyn Driver>>,
+    exec: *const Exec,
+    timer: *const Timer,
+}
 
 impl Active {
-    fn enter(shared: &Arc<Shared>) -> Active {
-        Active(ACTIVE.try_with(|a| a.replace(Some(shared.clone()))).ok())
+    fn enter(shared: &Arc<Shared>) -> Box<Active> {
+        let active = Box::new(Active {
+            shared: shared.clone(),
+            exec: Exec(shared.clone()),
+            outer: Cell::new(Outer {
+                driver: None,
+                exec: std::ptr::null(),
+                timer: std::ptr::null(),
+            }),
+        });
+        let driver: &dyn Driver = &*active;
+        let me = Outer {
+            driver: Some(NonNull::from(driver)),
+            exec: &active.exec,
+            timer: &active.shared.timer,
+        };
+        // SAFETY: the box keeps what `me` points at alive, and puts back
+        // what it replaced when it drops.
+        active.outer.set(unsafe { me.install() });
+        active
+    }
+}
+
+impl Outer {
+    /// Makes these the context's driver, executor and timer; returns the
+    /// ones before.
+    ///
+    /// # Safety
+    ///
+    /// What they point at stays alive until the ones returned are put back.
+    unsafe fn install(self) -> Outer {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Outer {
+                driver: crate::context::with(|c| c.driver.replace(self.driver)),
+                exec: crate::spawn::replace_ambient_executor(self.exec),
+                timer: Timer::replace_ambient(self.timer),
+            }
+        }
     }
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        let Some(prev) = self.0.take() else { return };
-        // Dropped after the slot is let go: the last reference to a world
-        // ends it, which runs drops that may look the slot up.
-        let left = ACTIVE.try_with(|a| a.replace(prev));
-        drop(left);
+        // SAFETY: putting back what `enter` replaced, which was alive
+        // before this simulation ran here and is still.
+        unsafe { self.outer.get().install() };
+        // The `Arc`s drop after this, with the context put back: the last
+        // reference to a world ends it, which runs drops that may look
+        // the context up.
+    }
+}
+
+impl Driver for Active {
+    fn wait(&self, woken: &dyn Fn() -> bool) {
+        // `Inline` work queued on this thread first: it runs nowhere
+        // else, as in `block_on` outside a simulation.
+        if woken() || crate::inline::run_one_queued() {
+            return;
+        }
+        let shared = &self.shared;
+        match shared.step() {
+            Ok(Stepped::Ran | Stepped::Advanced) => {}
+            Ok(Stepped::Idle) => panic!(
+                "viaduct::block_on inside a simulation waits for a future that nothing will wake: {}",
+                SimError::Deadlock(shared.dump())
+            ),
+            Err(e) => panic!("viaduct::block_on inside a simulation: {e}"),
+        }
+    }
+
+    /// With no simulation running on this thread: for a wait on real
+    /// threads inside a simulated task (a scope of a real pool), which
+    /// the simulation cannot run, and during which the tasks of that pool
+    /// that this thread helps with must not take the simulation's pool and
+    /// clock for their own.
+    fn outside(&self, f: &mut dyn FnMut()) {
+        struct Back(Outer);
+        impl Drop for Back {
+            fn drop(&mut self) {
+                // SAFETY: putting back this simulation's own, which the
+                // `Active` running `outside` keeps alive.
+                unsafe { self.0.install() };
+            }
+        }
+        // SAFETY: what was there before this simulation entered is alive
+        // (it was, and its owner is further up this thread's stack).
+        let _back = Back(unsafe { self.outer.get().install() });
+        f();
     }
 }
 

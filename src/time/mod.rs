@@ -338,7 +338,20 @@ impl Timer {
     /// The timer the free functions and [`TimedExt`] use: the running
     /// simulation's clock on its thread, the global timer elsewhere.
     pub(crate) fn ambient() -> Timer {
-        crate::sim::active_timer().unwrap_or_else(Timer::global)
+        let timer: *const Timer = crate::context::with(|c| c.timer.get()).cast();
+        // SAFETY: set only by `replace_ambient`, whose callers keep the
+        // timer alive until they put back what it replaced.
+        unsafe { timer.as_ref() }.map_or_else(Timer::global, Timer::clone)
+    }
+
+    /// Makes `timer` (null: none) the one [`ambient`](Timer::ambient)
+    /// gives on this thread, and returns the one before, to be put back.
+    ///
+    /// # Safety
+    ///
+    /// `timer` stays alive until the one returned is put back.
+    pub(crate) unsafe fn replace_ambient(timer: *const Timer) -> *const Timer {
+        crate::context::with(|c| c.timer.replace(timer.cast())).cast()
     }
 
     /// The earliest time a waiting timer may be due (nanoseconds since the
