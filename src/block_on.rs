@@ -1,9 +1,9 @@
 //! [`block_on`]: run a future to completion on the calling thread.
 
 use std::future::Future;
+use std::pin::pin;
 use std::thread;
 
-use crate::pool::with_worker;
 use crate::signal::poll_to_end;
 
 /// Runs `fut` to completion on the calling thread and returns its output.
@@ -54,25 +54,20 @@ use crate::signal::poll_to_end;
 /// ```
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     let _blocking = crate::section::Blocking::enter();
-    let fut = match crate::context::with_driver(|driver| match driver {
-        Some(driver) => Ok(poll_to_end(fut, || {}, |woken| driver.wait(&woken))),
-        None => Err(fut),
-    }) {
-        Ok(output) => return output,
-        Err(fut) => fut,
-    };
-    match with_worker(|w| w.map(|w| w as *const crate::pool::WorkerCtx)) {
-        Some(w) => {
-            // A task blocked here shows in the pool's dumps (with what it
+    crate::context::with_driver(|driver| match driver {
+        Some(driver) => {
+            // A task blocked here shows in its pool's dumps (with what it
             // waits on), though its worker runs other tasks meanwhile.
             crate::task::list_current_while_blocked();
-            // SAFETY: the worker context outlives everything its thread
-            // runs, this call included (it is reset only when the worker
-            // exits).
-            unsafe { &*w }.block_on(fut)
+            let mut output = None;
+            {
+                let fut = pin!(async { output = Some(fut.await) });
+                driver.block_on(fut);
+            }
+            output.expect("a driver's block_on returns once the future has ended")
         }
         None => park_on(fut),
-    }
+    })
 }
 
 /// `block_on` off any pool: park, but first run the `Inline` work this

@@ -13,17 +13,20 @@
 //! something alive on this thread's stack or kept alive by that frame.
 
 use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
 use std::ptr::NonNull;
 
-/// What runs this thread's waits when it is not a plain thread: a
-/// simulation, while its `block_on` runs here. `block_on` hands its waits
-/// to it. Set by the driver's own guard, which outlives its time here.
+/// What runs this thread when it is not a plain thread: a pool worker, or
+/// a simulation while its `block_on` runs here. `block_on` hands its
+/// future to it, to run while it waits. Set by the driver's own guard,
+/// which outlives its time here.
 pub(crate) trait Driver {
-    /// Runs until `woken` says so: what `block_on` does while its future
-    /// waits.
-    fn wait(&self, woken: &dyn Fn() -> bool);
-    /// Runs `f` as this thread would without the driver: a wait on real
-    /// threads, which the driver cannot run.
+    /// Runs `fut` to its end on this thread, running the driver's work
+    /// while it waits.
+    fn block_on(&self, fut: Pin<&mut dyn Future<Output = ()>>);
+    /// Runs `f` as this thread would without this driver (a wait on real
+    /// threads, which a simulation cannot run).
     fn outside(&self, f: &mut dyn FnMut());
 }
 
@@ -68,6 +71,19 @@ pub(crate) struct Context {
     /// The timer the time functions use here, if not the global one
     /// (`Timer::ambient`).
     pub(crate) timer: Cell<*const ()>,
+    /// The pool worker this thread is (`pool::worker`), for the pool's own
+    /// scheduling.
+    pub(crate) pool_worker: Cell<*const ()>,
+    /// The simulation, and its virtual worker, polling a task here (`sim`).
+    pub(crate) virtual_worker: Cell<(*const (), usize)>,
+    /// The next task id of this thread's block of them, and the block's end
+    /// (`TaskId::next`).
+    pub(crate) ids: Cell<(u64, u64)>,
+    /// This thread's pick of timer shard, `usize::MAX` until it needs one
+    /// (`time`).
+    pub(crate) timer_shard: Cell<usize>,
+    /// The `ThreadPerTask` executor whose thread this is (`thread_per_task`).
+    pub(crate) thread_owner: Cell<*const ()>,
 }
 
 impl Context {
@@ -87,6 +103,11 @@ impl Context {
             driver: Cell::new(None),
             executor: Cell::new(std::ptr::null()),
             timer: Cell::new(std::ptr::null()),
+            pool_worker: Cell::new(std::ptr::null()),
+            virtual_worker: Cell::new((std::ptr::null(), 0)),
+            ids: Cell::new((0, 0)),
+            timer_shard: Cell::new(usize::MAX),
+            thread_owner: Cell::new(std::ptr::null()),
         }
     }
 }

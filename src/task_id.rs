@@ -2,7 +2,6 @@
 //! stall reports, dumps and traces (an address would be reused by later
 //! tasks).
 
-use std::cell::Cell;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -35,11 +34,8 @@ impl TaskId {
     /// A fresh id.
     pub(crate) fn next() -> TaskId {
         static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
-        thread_local! {
-            /// The next id of this thread's block, and the block's end.
-            static BLOCK_LEFT: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
-        }
-        let id = BLOCK_LEFT.with(|b| {
+        let id = crate::context::with(|c| {
+            let b = &c.ids;
             let (mut next, mut end) = b.get();
             if next == end {
                 next = NEXT_BLOCK.fetch_add(BLOCK, Relaxed);

@@ -1,6 +1,5 @@
 //! [`ThreadPerTask`]: a new OS thread for every runnable.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -39,11 +38,6 @@ struct Shared {
     closed: AtomicBool,
     running: Mutex<usize>,
     all_done: Condvar,
-}
-
-thread_local! {
-    /// The executor whose thread this is, to refuse a `join` on itself.
-    static OWNER: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
 }
 
 impl ThreadPerTask {
@@ -106,7 +100,7 @@ impl ThreadPerTask {
     /// assert_eq!(block_on(ex.run(move || inner.join_threads())).unwrap(), Err(WaitError::OwnThread));
     /// ```
     pub fn join_threads(&self) -> Result<(), WaitError> {
-        if std::ptr::eq(OWNER.with(Cell::get), Arc::as_ptr(&self.shared)) {
+        if crate::context::with(|c| c.thread_owner.get()) == Arc::as_ptr(&self.shared).cast() {
             return Err(WaitError::OwnThread);
         }
         let mut running = self.shared.running();
@@ -172,7 +166,7 @@ impl Executor for ThreadPerTask {
         let spawned = std::thread::Builder::new()
             .name(format!("{}-{id}", shared.thread_name))
             .spawn(move || {
-                OWNER.with(|o| o.set(Arc::as_ptr(&guard.0)));
+                crate::context::with(|c| c.thread_owner.set(Arc::as_ptr(&guard.0).cast()));
                 runnable.run();
                 drop(guard);
             });

@@ -67,7 +67,7 @@ use crate::executor::{Exec, Executor, Internal};
 use crate::spawn::impl_spawn;
 use crate::task::Metadata;
 use job::Job;
-pub(crate) use worker::{with_worker, WorkerCtx};
+pub(crate) use worker::with_worker;
 
 type Hook = Arc<dyn Fn() + Send + Sync>;
 type PanicHandler = Arc<dyn Fn(PanicPayload) + Send + Sync>;

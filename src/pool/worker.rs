@@ -3,6 +3,8 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::pin::Pin;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -13,6 +15,7 @@ use event_listener::Listener;
 use super::idle::Woken;
 use super::job::{Job, JobRef};
 use super::{drop_or_run, Shared, WorkerStats};
+use crate::context::Driver;
 use crate::executor::Runnable;
 use crate::signal::poll_to_end;
 use crate::trace::trace_event;
@@ -91,17 +94,13 @@ pub(crate) struct WorkerCtx {
     here: crate::watch::Here,
 }
 
-thread_local! {
-    static WORKER: Cell<*const WorkerCtx> = const { Cell::new(std::ptr::null()) };
-}
-
 /// Runs `f` with the worker running on this thread, if it is one.
 #[inline]
 pub(crate) fn with_worker<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
-    let ptr = WORKER.with(Cell::get);
-    // SAFETY: `WORKER` is set by `run` to a `WorkerCtx` on its own stack
-    // frame and reset to null before that frame ends, and it is only read on
-    // this thread, so a non-null pointer is live.
+    let ptr: *const WorkerCtx = crate::context::with(|c| c.pool_worker.get()).cast();
+    // SAFETY: the context's pool worker is set by `run` to a `WorkerCtx` on
+    // its own stack frame and reset to null before that frame ends, and it
+    // is only read on this thread, so a non-null pointer is live.
     f(unsafe { ptr.as_ref() })
 }
 
@@ -133,7 +132,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         last_look: Cell::new(Instant::now()),
         sharing: Cell::new(false),
     };
-    WORKER.with(|w| w.set(&ctx));
+    let driver: &dyn Driver = &ctx;
+    crate::context::with(|c| {
+        c.pool_worker.set((&ctx as *const WorkerCtx).cast());
+        c.driver.set(Some(NonNull::from(driver)));
+    });
     let watched = ctx.enter_records();
     ctx.hook(ctx.shared.on_start.as_deref());
     loop {
@@ -166,7 +169,10 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
     }
     ctx.hook(ctx.shared.on_stop.as_deref());
     drop(watched);
-    WORKER.with(|w| w.set(std::ptr::null()));
+    crate::context::with(|c| {
+        c.pool_worker.set(std::ptr::null());
+        c.driver.set(None);
+    });
     ctx.shared.worker_exited();
 }
 
@@ -429,22 +435,6 @@ impl WorkerCtx {
         }
     }
 
-    /// `block_on` on a worker: runs this pool's jobs (and `Inline` work
-    /// queued on this thread) while `fut` waits.
-    pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
-        self.check_stack(0);
-        let (shared, index) = (self.shared.clone(), self.index);
-        poll_to_end(
-            fut,
-            move || shared.idle.unpark(index),
-            |woken| {
-                if !crate::inline::run_one_queued() {
-                    self.wait_until(&|| woken() || crate::inline::has_queued());
-                }
-            },
-        )
-    }
-
     /// Bytes of this worker's stack in use, roughly, plus `margin`.
     fn stack_used(&self, margin: usize) -> usize {
         let here = std::hint::black_box(0u8);
@@ -544,5 +534,29 @@ fn room_waiters(shared: &Shared) -> std::sync::MutexGuard<'_, Vec<usize>> {
 pub(crate) fn wake_room_waiters(shared: &Shared) {
     for &i in room_waiters(shared).iter() {
         shared.idle.unpark(i);
+    }
+}
+
+impl Driver for WorkerCtx {
+    /// `block_on` on a worker: it runs the pool's tasks while `fut` waits
+    /// (boost's `reschedule_until`), noting them in this worker's records
+    /// (a simulation on this thread may have had its own there).
+    fn block_on(&self, fut: Pin<&mut dyn Future<Output = ()>>) {
+        self.check_stack(0);
+        let _records = self.enter_records();
+        let (shared, index) = (self.shared.clone(), self.index);
+        poll_to_end(
+            fut,
+            move || shared.idle.unpark(index),
+            |woken| {
+                if !crate::inline::run_one_queued() {
+                    self.wait_until(&|| woken() || crate::inline::has_queued());
+                }
+            },
+        )
+    }
+
+    fn outside(&self, f: &mut dyn FnMut()) {
+        f()
     }
 }

@@ -90,6 +90,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -227,9 +228,10 @@ impl fmt::Display for SimError {
 
 impl std::error::Error for SimError {}
 
-thread_local! {
-    /// The simulation and virtual worker polling a task on this thread.
-    static WORKER: Cell<(*const Shared, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+/// The simulation and virtual worker polling a task on this thread, in
+/// its context.
+fn virtual_worker<R>(f: impl FnOnce(&Cell<(*const (), usize)>) -> R) -> R {
+    crate::context::with(|c| f(&c.virtual_worker))
 }
 
 /// The most virtual workers: `pool::MAX_THREADS`, spelled out rather than
@@ -311,21 +313,27 @@ impl Drop for Active {
 }
 
 impl Driver for Active {
-    fn wait(&self, woken: &dyn Fn() -> bool) {
-        // `Inline` work queued on this thread first: it runs nowhere
-        // else, as in `block_on` outside a simulation.
-        if woken() || crate::inline::run_one_queued() {
-            return;
-        }
+    fn block_on(&self, fut: Pin<&mut dyn Future<Output = ()>>) {
         let shared = &self.shared;
-        match shared.step() {
-            Ok(Stepped::Ran | Stepped::Advanced) => {}
-            Ok(Stepped::Idle) => panic!(
-                "viaduct::block_on inside a simulation waits for a future that nothing will wake: {}",
-                SimError::Deadlock(shared.dump())
-            ),
-            Err(e) => panic!("viaduct::block_on inside a simulation: {e}"),
-        }
+        crate::signal::poll_to_end(
+            fut,
+            || {},
+            |woken| {
+                // `Inline` work queued on this thread first: it runs
+                // nowhere else, as in `block_on` outside a simulation.
+                if woken() || crate::inline::run_one_queued() {
+                    return;
+                }
+                match shared.step() {
+                    Ok(Stepped::Ran | Stepped::Advanced) => {}
+                    Ok(Stepped::Idle) => panic!(
+                        "viaduct::block_on inside a simulation waits for a future that nothing will wake: {}",
+                        SimError::Deadlock(shared.dump())
+                    ),
+                    Err(e) => panic!("viaduct::block_on inside a simulation: {e}"),
+                }
+            },
+        )
     }
 
     /// With no simulation running on this thread: for a wait on real
@@ -372,11 +380,11 @@ impl Drop for Limit<'_> {
 }
 
 /// Marks a virtual worker as polling on this thread until dropped.
-struct OnWorker((*const Shared, usize));
+struct OnWorker((*const (), usize));
 
 impl Drop for OnWorker {
     fn drop(&mut self) {
-        WORKER.with(|w| w.set(self.0));
+        virtual_worker(|w| w.set(self.0));
     }
 }
 
@@ -744,7 +752,9 @@ impl Shared {
             })
         };
         if let Some((worker, runnable, budget)) = picked {
-            let _on = OnWorker(WORKER.with(|w| w.replace((self as *const Shared, worker))));
+            let _on = OnWorker(virtual_worker(|w| {
+                w.replace((self as *const Shared as *const (), worker))
+            }));
             let _here = crate::watch::enter_worker(&self.heres[worker]);
             crate::coop::with_fresh_budget(budget, || runnable.run());
             return Ok(Stepped::Ran);
@@ -828,8 +838,8 @@ impl Executor for Shared {
         let Some(runnable) = Metadata::adopt(runnable, || self.count_in()) else {
             return;
         };
-        let (sim, worker) = WORKER.with(Cell::get);
-        let on = std::ptr::eq(sim, self).then_some(worker);
+        let (sim, worker) = virtual_worker(Cell::get);
+        let on = std::ptr::eq(sim, (self as *const Shared).cast()).then_some(worker);
         let mut world = self.world();
         if world.orphaned {
             drop(world);

@@ -213,17 +213,12 @@ pub(crate) fn waiting_tasks() -> Vec<(TaskId, Instant)> {
 /// in order of first use, so the threads of a pool land on different shards.
 static NEXT_SHARD: StdAtomicUsize = StdAtomicUsize::new(0);
 
-thread_local! {
-    /// `usize::MAX` until the thread first needs a shard.
-    static SHARD_HINT: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
-}
-
 fn shard_hint() -> usize {
-    SHARD_HINT.with(|hint| match hint.get() {
+    crate::context::with(|c| match c.timer_shard.get() {
         usize::MAX => {
             let h =
                 NEXT_SHARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & (usize::MAX >> 1);
-            hint.set(h);
+            c.timer_shard.set(h);
             h
         }
         h => h,
