@@ -379,8 +379,8 @@ impl Pass {
 
 impl TaskDump {
     /// Collects the dump of the pool named `pool`, whose workers are named
-    /// by `worker_name`, from its books; `live` is its count of accepted
-    /// tasks not yet over; `now` is the time by the pool's clock.
+    /// by `worker_name`, from its books; `live` reads its count of
+    /// accepted tasks not yet over; `now` is the time by the pool's clock.
     ///
     /// It reads everything twice, and lists what the second reading saw.
     /// A wait is *steady* (an edge of the wait-for graph) only if both
@@ -395,11 +395,15 @@ impl TaskDump {
         pool: &str,
         worker_name: impl Fn(usize) -> String,
         books: &Books,
-        live: u64,
+        live: impl FnOnce() -> u64,
         now: Instant,
     ) -> TaskDump {
         let first = Pass::take(books, &worker_name);
         let mut second = Pass::take(books, &worker_name);
+        // After the books: a task stops being counted before it leaves its
+        // book (its admission is released first), so one that the second
+        // reading no longer lists is not counted as not started.
+        let live = live();
         let mut waits = std::mem::take(&mut second.waits);
         let both = |id: TaskId| first.listed(id) && second.listed(id);
         let same_holder = |book: &Arc<LockBook>| {

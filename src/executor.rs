@@ -563,7 +563,7 @@ impl TaskInfo {
     /// assert_eq!(block_on(handle).unwrap(), 7);
     /// ```
     pub fn woken_while_running(&self) -> bool {
-        self.yielded.load(Ordering::Relaxed)
+        self.record.state.load(Ordering::Relaxed) & crate::watch::YIELDED != 0
     }
 
     /// The task's id, as stall reports and task dumps show it.

@@ -31,12 +31,17 @@ use crossbeam_utils::CachePadded;
 use crate::loom::{fence, lock_std, AtomicPtr, Ordering::*};
 use crate::slab::Slab;
 use crate::task_id::{TaskId, TaskKind};
-use std::sync::atomic::{AtomicBool, AtomicU8};
+use std::sync::atomic::AtomicU8;
 
 /// A task's state as a dump shows it, in [`TaskRecord::state`].
 pub(crate) const QUEUED: u8 = 0;
 pub(crate) const RUNNING: u8 = 1;
 pub(crate) const WAITING: u8 = 2;
+/// Beside [`QUEUED`]: this wake-up came from the task itself while it was
+/// being polled (a yield), so its executor should run others first.
+pub(crate) const YIELDED: u8 = 4;
+/// The bits of [`TaskRecord::state`] that say queued, running or waiting.
+const STATE: u8 = 3;
 
 /// What stall reports and dumps read of a task, kept in its metadata: its
 /// name, its state, and the worker book it is in.
@@ -50,7 +55,10 @@ pub(crate) struct TaskRecord {
     pub(crate) location: &'static Location<'static>,
     /// What runs in the task: user code, or a queue viaduct drains.
     pub(crate) kind: TaskKind,
-    /// [`QUEUED`], [`RUNNING`] or [`WAITING`].
+    /// [`QUEUED`] (with [`YIELDED`] if the task woke itself), [`RUNNING`]
+    /// or [`WAITING`]. Written only by whoever holds the task's runnable
+    /// (the schedule function, the poll), with plain stores; a dump's
+    /// reading may be stale, never torn.
     pub(crate) state: AtomicU8,
 }
 
@@ -181,15 +189,47 @@ pub(crate) struct WorkerBook {
 /// flag.
 struct Entry {
     task: TaskPtr,
-    world: Option<(Waker, FlagPtr)>,
+    world: Option<(Waker, Flag)>,
 }
 
-/// A booked task's aborted flag: set only under its book's lock, while a
-/// waker of the task, held beside it, keeps it alive.
-struct FlagPtr(NonNull<AtomicBool>);
+/// A bit of a task's flags (its aborted or its done bit), by address: its
+/// users say what keeps the task alive while they read or set it.
+#[derive(Clone, Copy)]
+pub(crate) struct Flag {
+    word: NonNull<AtomicU8>,
+    bit: u8,
+}
 
-// SAFETY: used only as a `&AtomicBool`, which is `Send`, while alive (above).
-unsafe impl Send for FlagPtr {}
+// SAFETY: used only as a `&AtomicU8`, which is `Send + Sync`, while the
+// task is alive (see each use).
+unsafe impl Send for Flag {}
+// SAFETY: as above.
+unsafe impl Sync for Flag {}
+
+impl Flag {
+    pub(crate) fn new(word: &AtomicU8, bit: u8) -> Flag {
+        Flag {
+            word: NonNull::from(word),
+            bit,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// The task is alive.
+    unsafe fn set(self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.word.as_ref() }.fetch_or(self.bit, AcqRel);
+    }
+
+    /// # Safety
+    ///
+    /// The task is alive.
+    unsafe fn is_set(self) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.word.as_ref() }.load(Acquire) & self.bit != 0
+    }
+}
 
 /// A booked task's metadata. Only read under its book's lock, which the
 /// task takes to leave the book before its metadata is dropped (see
@@ -238,8 +278,9 @@ impl Books {
                 if let Some((waker, aborted)) = entry.world.take() {
                     // SAFETY: the task is in the book, under its lock, and
                     // its waker is in hand: alive.
-                    let (record, aborted) = unsafe { (entry.task.0.as_ref(), aborted.0.as_ref()) };
-                    aborted.store(true, Release);
+                    let record = unsafe { entry.task.0.as_ref() };
+                    // SAFETY: as above.
+                    unsafe { aborted.set() };
                     all.push((record.id, waker));
                 }
             }
@@ -274,7 +315,7 @@ impl WorkerBook {
                     id: record.id,
                     location: record.location,
                     kind: record.kind,
-                    state: record.state.load(Relaxed),
+                    state: record.state.load(Relaxed) & STATE,
                 }
             })
             .collect()
@@ -408,7 +449,7 @@ impl Drop for Polling {
 /// address counts it.
 pub(crate) struct Pending<'a, C> {
     pub(crate) waker: &'a Waker,
-    pub(crate) aborted: &'a AtomicBool,
+    pub(crate) aborted: Flag,
     pub(crate) counted_by: C,
 }
 
@@ -464,13 +505,14 @@ fn enter_book(
         // First waits after its world ended (in a drop the end ran, or
         // the poll the last handle went in): aborted, as the rest were.
         drop(tasks);
-        aborted.store(true, Release);
+        // SAFETY: the task is being polled here: alive.
+        unsafe { aborted.set() };
         waker.wake_by_ref();
         return;
     }
     let key = tasks.insert(Entry {
         task: TaskPtr(NonNull::from(record)),
-        world: worlds.map(|(waker, aborted)| (waker.clone(), FlagPtr(NonNull::from(aborted)))),
+        world: worlds.map(|(waker, aborted)| (waker.clone(), aborted)),
     });
     drop(tasks);
     *booking = Some(Booking {
@@ -578,26 +620,6 @@ impl ScopeBook {
     }
 }
 
-/// A task's `done` flag (its future has been dropped), as a wait on its
-/// handle points at it. Read only under the wait table's lock, while the
-/// wait is in the table: the handle that noted the wait removes it before
-/// it lets go of the task (see `JoinHandle`'s fields), so the task is
-/// alive.
-#[derive(Clone, Copy)]
-pub(crate) struct EndedFlag(NonNull<std::sync::atomic::AtomicBool>);
-
-// SAFETY: only read, as a shared `&AtomicBool`, which is `Send + Sync`,
-// under the conditions above.
-unsafe impl Send for EndedFlag {}
-// SAFETY: as above.
-unsafe impl Sync for EndedFlag {}
-
-impl EndedFlag {
-    pub(crate) fn of(done: &std::sync::atomic::AtomicBool) -> EndedFlag {
-        EndedFlag(NonNull::from(done))
-    }
-}
-
 /// What a task waits on, as one of viaduct's futures notes it.
 #[derive(Clone)]
 pub(crate) enum WaitOn {
@@ -608,7 +630,11 @@ pub(crate) enum WaitOn {
     Task {
         id: TaskId,
         queued_on: Option<Arc<LockBook>>,
-        ended: EndedFlag,
+        /// The task's done bit. Read only under the wait table's lock,
+        /// while the wait is in the table: the handle that noted the wait
+        /// removes it before it lets go of the task (see `JoinHandle`'s
+        /// fields), so the task is alive.
+        ended: Flag,
     },
     /// The tasks of a scope the waiting task opened.
     Scope(Arc<ScopeBook>),
@@ -744,8 +770,8 @@ pub(crate) fn all_waits() -> HashMap<TaskId, Vec<NotedWait>> {
                     id: *id,
                     queued_on: queued_on.clone(),
                     // SAFETY: read under the shard's lock, with the wait
-                    // in the table (see `EndedFlag`).
-                    ended: unsafe { ended.0.as_ref() }.load(Acquire),
+                    // in the table (see `WaitOn::Task`).
+                    ended: unsafe { ended.is_set() },
                 },
                 WaitOn::Scope(book) => WaitRead::Scope(book.members()),
             };

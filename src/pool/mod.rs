@@ -583,7 +583,7 @@ impl ThreadPool {
             &s.name,
             |i| s.worker_name(i),
             &s.books,
-            s.live(),
+            || s.live(),
             std::time::Instant::now(),
         )
     }

@@ -696,7 +696,7 @@ impl Shared {
             "simulation",
             |i| format!("sim-{i}"),
             &self.books,
-            self.live.load(Relaxed),
+            || self.live.load(Relaxed),
             self.timer.now(),
         )
     }

@@ -142,28 +142,40 @@ impl FaultSlot {
     }
 }
 
-/// Runs `schedule`, a call of the executor's `schedule` for the task whose
-/// fault slot is `slot`, catching its panic: it must not unwind into
-/// async-task (which aborts the process when a waker panics) or a worker's
-/// loop (which would die). If the task's future was dropped during the
-/// call ([`dropped_while_scheduling`]), the task is over and its handle
-/// reports the panic (or, if detached, the executor's panic hook gets it);
-/// if the executor kept the runnable, the task lives on and the panic is
-/// only printed.
-pub(crate) fn catching(slot: &FaultSlot, schedule: impl FnOnce()) {
-    let me = slot as *const FaultSlot as *const ();
-    let outer = crate::context::with(|c| c.scheduling.replace(me));
+/// Runs `schedule`, a call of the executor's `schedule` for the task at
+/// address `task`, catching its panic: it must not unwind into async-task
+/// (which aborts the process when a waker panics) or a worker's loop
+/// (which would die). If the task's future was dropped during the call
+/// ([`dropped_while_scheduling`]), the task is over and its handle
+/// reports the panic (or, if detached, the executor's panic hook gets
+/// it); if the executor kept the runnable, the task lives on and the panic
+/// is only printed. `slot` finds the task's fault slot afterwards, if the
+/// drop made one.
+pub(crate) fn catching<'a>(
+    task: *const (),
+    slot: impl FnOnce() -> Option<&'a FaultSlot>,
+    schedule: impl FnOnce(),
+) {
+    let outer = crate::context::with(|c| c.scheduling.replace(task));
     let scheduled = catch_unwind(AssertUnwindSafe(schedule));
     crate::context::with(|c| c.scheduling.set(outer));
-    slot.ended(scheduled.err());
+    match slot() {
+        Some(slot) => slot.ended(scheduled.err()),
+        // Not dropped in that call: the task lives on, and has no use for
+        // a payload (std's hook has printed it).
+        None => {
+            if let Err(payload) = scheduled {
+                drop_payload(payload);
+            }
+        }
+    }
 }
 
-/// `true` if this thread is inside [`catching`] for the task of `slot`:
+/// `true` if this thread is inside [`catching`] for the task at `task`:
 /// its future, dropped unfinished now, was dropped by its own executor's
 /// `schedule`.
-pub(crate) fn dropped_while_scheduling(slot: &FaultSlot) -> bool {
-    let me = slot as *const FaultSlot as *const ();
-    crate::context::with(|c| c.scheduling.get() == me)
+pub(crate) fn dropped_while_scheduling(task: *const ()) -> bool {
+    crate::context::with(|c| c.scheduling.get() == task)
 }
 
 /// Why a task has no value, on its way to the handle: a caught panic, or the
@@ -246,8 +258,9 @@ impl<T> Drop for Value<T> {
     }
 }
 
-/// How a task ended, on its way to the handle.
-pub(crate) type Outcome<T> = Result<Value<T>, Failure>;
+/// How a task ended, on its way to the handle. The failure is boxed:
+/// rare, and five words that every task's allocation would hold room for.
+pub(crate) type Outcome<T> = Result<Value<T>, Box<Failure>>;
 
 /// A user's future that its task may drop early (an abort, a scoped task
 /// ending), at most once, in place (so it may be pinned), catching a panic

@@ -15,11 +15,12 @@ use async_task::FallibleTask;
 
 use super::current::{current_task, current_task_id};
 use super::fault::{Failure, Outcome};
+use super::info::{ABORTED, DONE};
 use crate::admission::Sink;
 use crate::error::{ByValue, TaskError};
 use crate::executor::{Exec, Executor, Runnable, TaskInfo, INTERNAL};
 use crate::task_id::TaskId;
-use crate::watch::{EndedFlag, Noted, WaitOn};
+use crate::watch::{Flag, Noted, WaitOn};
 
 /// The step before a continuation, type-erased, as its handle holds it so
 /// that `abort` can cancel it.
@@ -204,7 +205,7 @@ impl AbortHandle {
     pub fn is_finished(&self) -> bool {
         self.target
             .as_ref()
-            .is_none_or(|(info, _)| info.get().done.load(Ordering::Acquire))
+            .is_none_or(|(info, _)| info.get().flags.load(Ordering::Acquire) & DONE != 0)
     }
 }
 
@@ -221,7 +222,7 @@ impl fmt::Debug for AbortHandle {
 /// under way when the abort lands runs to its end, and if it finishes the
 /// task, its result stands.
 fn abort_task(info: &TaskInfo, waker: &Waker) {
-    if !info.done.load(Ordering::Acquire) && !info.aborted.swap(true, Ordering::AcqRel) {
+    if info.flags.fetch_or(ABORTED, Ordering::AcqRel) & (ABORTED | DONE) == 0 {
         waker.wake_by_ref();
     }
 }
@@ -373,7 +374,7 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn is_finished(&self) -> bool {
         match &self.state {
-            State::Running { info, .. } => info.get().done.load(Ordering::Acquire),
+            State::Running { info, .. } => info.get().flags.load(Ordering::Acquire) & DONE != 0,
             _ => true,
         }
     }
@@ -403,7 +404,7 @@ impl<T> JoinHandle<T> {
     pub(crate) fn holds_only_next_executor(&self) -> bool {
         self.next.is_none()
             && match &self.state {
-                State::Running { info, .. } => !info.get().hopped.load(Ordering::Acquire),
+                State::Running { info, .. } => !info.get().has_hopped(),
                 // Their executor is the one `executor` names.
                 State::Failed(_) | State::Ready { .. } => true,
             }
@@ -446,7 +447,7 @@ impl<T> Future for JoinHandle<T> {
                         noted.waiting(current_task(), || WaitOn::Task {
                             id: info.record.id,
                             queued_on: info.with_executor(|ex| ex.lock_book(INTERNAL)).map(|b| b.0),
-                            ended: EndedFlag::of(&info.done),
+                            ended: Flag::new(&info.flags, DONE),
                         });
                         crate::section::check_not_blocking_on("a task or section", || {
                             let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());
@@ -455,8 +456,8 @@ impl<T> Future for JoinHandle<T> {
                         Poll::Pending
                     }
                     Poll::Ready(Some(Ok(v))) => Poll::Ready(Ok(v.into_inner())),
-                    Poll::Ready(Some(Err(failure))) => Poll::Ready(Err(failure.take())),
-                    Poll::Ready(None) => match info.fault.poll(cx) {
+                    Poll::Ready(Some(Err(failure))) => Poll::Ready(Err((*failure).take())),
+                    Poll::Ready(None) => match info.fault_if_any().and_then(|f| f.poll(cx)) {
                         Some(Poll::Pending) => Poll::Pending,
                         Some(Poll::Ready(error)) => Poll::Ready(Err(error)),
                         None => Poll::Ready(Err(TaskError::Cancelled)),

@@ -9,7 +9,7 @@
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::fault::FaultSlot;
@@ -19,28 +19,35 @@ use crate::successor::{Parkable, Successor};
 use crate::task_id::TaskKind;
 use crate::watch::TaskRecord;
 
+/// The task has been aborted: its next poll drops its future instead (or
+/// its executor drops it). Set by anyone, with a read-modify-write, at
+/// most once; never cleared.
+pub(crate) const ABORTED: u8 = 1;
+/// The task's future has been dropped: the task is over. Set once, by
+/// whoever drops the future (it holds the runnable), with release, after
+/// the future is gone; never cleared. A handle that reads it with acquire
+/// finds everything the future held released.
+pub(crate) const DONE: u8 = 2;
+
 /// A task's metadata, generic over the handle of its executor (`H`, an
 /// `Exec`) and its runnable (`R`), so that it names neither: every viaduct
 /// task's is the one inside a [`TaskInfo`](crate::TaskInfo).
 pub struct Metadata<H, R: Parkable> {
-    /// What stall reports and dumps read of the task. First, so that the
-    /// task leaves its worker's book before any other field is dropped.
-    pub(crate) record: TaskRecord,
-    pub(crate) home: H,
-    /// Set by `hop_to`; read by `schedule`. `hopped` lets the common case
-    /// skip the lock.
-    pub(crate) hop: Mutex<Option<H>>,
-    pub(crate) hopped: AtomicBool,
-    pub(crate) yielded: AtomicBool,
-    /// Set by `abort`: the task's next poll drops its future instead.
-    pub(crate) aborted: AtomicBool,
-    /// Set once the task's future has been dropped: the task is over.
-    pub(crate) done: AtomicBool,
-    /// Why the task ended inside its executor's `schedule`, if it did.
-    pub(crate) fault: FaultSlot,
-    /// Who counts the task: released when its future is dropped. Touched
-    /// only by whoever holds the task's runnable (see the `Sync` impl).
+    /// Who counts the task: released when its future is dropped (or, if
+    /// async-task frees the task without dropping it, here, first: a dump
+    /// that no longer lists the task must not count it as not started).
+    /// Touched only by whoever holds the task's runnable (see the `Sync`
+    /// impl).
     pub(crate) admission: UnsafeCell<Admission>,
+    /// What stall reports and dumps read of the task.
+    pub(crate) record: TaskRecord,
+    /// The executor the task was spawned on; a hop moves it elsewhere
+    /// (see [`Rare`]).
+    pub(crate) home: H,
+    /// What few tasks need, made by the first that does: null until then.
+    rare: AtomicPtr<Rare<H>>,
+    /// [`ABORTED`] and [`DONE`].
+    pub(crate) flags: AtomicU8,
     /// The next item while the runnable sits in a strand's queue: the
     /// queue is intrusive, so submitting to a strand allocates nothing
     /// (see `strand::queue`). A runnable is in one queue at a time.
@@ -50,36 +57,124 @@ pub struct Metadata<H, R: Parkable> {
     pub(crate) successor: Successor<R>,
 }
 
+/// What few tasks need, boxed so that the others do not carry it: where a
+/// hop sent the task, and why it ended inside its executor's `schedule`.
+struct Rare<H> {
+    /// Set by `hop_to`; read by `schedule`. `hopped` lets a task that only
+    /// faulted skip the lock.
+    hop: Mutex<Option<H>>,
+    hopped: AtomicBool,
+    fault: FaultSlot,
+}
+
+impl<H, R: Parkable> Metadata<H, R> {
+    /// A new task's metadata: spawned on `home`, counted by `admission`.
+    pub(crate) fn new(record: TaskRecord, home: H, admission: Admission) -> Self {
+        Metadata {
+            admission: UnsafeCell::new(admission),
+            record,
+            home,
+            rare: AtomicPtr::new(std::ptr::null_mut()),
+            flags: AtomicU8::new(0),
+            strand_link: AtomicUsize::new(0),
+            successor: Successor::new(),
+        }
+    }
+
+    /// The rare part, if a hop or a fault has made it.
+    #[inline]
+    fn rare_if_any(&self) -> Option<&Rare<H>> {
+        // SAFETY: a non-null pointer is a `Box` installed by `rare`, freed
+        // only when the metadata is dropped.
+        unsafe { self.rare.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The rare part, made now if it was not.
+    #[cold]
+    fn rare(&self) -> &Rare<H> {
+        if let Some(rare) = self.rare_if_any() {
+            return rare;
+        }
+        let new = Box::into_raw(Box::new(Rare {
+            hop: Mutex::new(None),
+            hopped: AtomicBool::new(false),
+            fault: FaultSlot::default(),
+        }));
+        let installed = match self.rare.compare_exchange(
+            std::ptr::null_mut(),
+            new,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => new,
+            Err(theirs) => {
+                // SAFETY: `new` was never shared: this is its only owner.
+                drop(unsafe { Box::from_raw(new) });
+                theirs
+            }
+        };
+        // SAFETY: as in `rare_if_any`.
+        unsafe { &*installed }
+    }
+
+    /// `true` once the task has hopped to another executor.
+    pub(crate) fn has_hopped(&self) -> bool {
+        self.rare_if_any()
+            .is_some_and(|r| r.hopped.load(Ordering::Acquire))
+    }
+
+    /// The task's fault slot, if it has one.
+    #[inline]
+    pub(crate) fn fault_if_any(&self) -> Option<&FaultSlot> {
+        self.rare_if_any().map(|r| &r.fault)
+    }
+
+    /// The task's fault slot, made now if it had none.
+    pub(crate) fn fault(&self) -> &FaultSlot {
+        &self.rare().fault
+    }
+}
+
 impl<H: Clone, R: Parkable> Metadata<H, R> {
     /// The executor the task is scheduled on now.
     pub(crate) fn executor(&self) -> H {
-        if self.hopped.load(Ordering::Acquire) {
-            if let Some(ex) = crate::loom::lock_std(&self.hop).as_ref() {
-                return ex.clone();
-            }
-        }
-        self.home.clone()
+        self.with_executor(H::clone)
     }
 
     /// Moves the task: its next schedule goes to `ex`.
     pub(crate) fn set_executor(&self, ex: H) {
-        *crate::loom::lock_std(&self.hop) = Some(ex);
-        self.hopped.store(true, Ordering::Release);
+        let rare = self.rare();
+        *crate::loom::lock_std(&rare.hop) = Some(ex);
+        rare.hopped.store(true, Ordering::Release);
     }
 
     /// Runs `f` with the executor the task is scheduled on now, cloning it
     /// only when the task has hopped.
     #[inline]
     pub(crate) fn with_executor<T>(&self, f: impl FnOnce(&H) -> T) -> T {
-        if self.hopped.load(Ordering::Acquire) {
+        if let Some(rare) = self
+            .rare_if_any()
+            .filter(|r| r.hopped.load(Ordering::Acquire))
+        {
             // Unlocked before `f` runs: `f` schedules the task, which may
             // then run, and hop again, before `f` returns.
-            let hop = crate::loom::lock_std(&self.hop).clone();
+            let hop = crate::loom::lock_std(&rare.hop).clone();
             if let Some(ex) = hop {
                 return f(&ex);
             }
         }
         f(&self.home)
+    }
+}
+
+impl<H, R: Parkable> Drop for Metadata<H, R> {
+    fn drop(&mut self) {
+        let rare = *self.rare.get_mut();
+        if !rare.is_null() {
+            // SAFETY: installed by `rare` from `Box::into_raw`, once, and
+            // nothing borrows the metadata any more.
+            drop(unsafe { Box::from_raw(rare) });
+        }
     }
 }
 
@@ -128,7 +223,7 @@ impl<H, R: Parkable> Metadata<H, R> {
     /// Marks the task refused by the executor it was scheduled on, before
     /// its runnable is dropped: its handle says `Rejected(reason)`.
     pub(crate) fn refuse(&self, reason: RejectReason) {
-        self.fault.refuse(reason);
+        self.fault().refuse(reason);
     }
 }
 
@@ -144,7 +239,7 @@ impl<H, R: Parkable> Metadata<H, R> {
         let info = runnable.metadata();
         // A runnable holds its future, which keeps the task unfinished.
         debug_assert!(
-            !info.done.load(Ordering::Relaxed),
+            info.flags.load(Ordering::Relaxed) & DONE == 0,
             "a finished task scheduled"
         );
         // SAFETY: we hold the runnable.
@@ -176,5 +271,17 @@ impl<H, M> Metadata<H, async_task::Runnable<M>> {
         if let Some(next) = self.successor.seal() {
             next.schedule();
         }
+    }
+}
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+    /// What every task carries beside its future: 136 bytes before the
+    /// rare parts (a hop, a fault) moved behind one pointer and the flags
+    /// into a byte; and a task's outcome, 48 before its failure was boxed.
+    #[test]
+    fn a_task_carries_no_more_than_it_must() {
+        assert!(std::mem::size_of::<crate::TaskInfo>() <= 96);
+        assert!(std::mem::size_of::<super::super::fault::Outcome<()>>() <= 16);
     }
 }

@@ -8,25 +8,24 @@
 //! 3. holds the executor's [`Admission`] until the future is dropped, so a
 //!    pool counts its live tasks and a bounded pool frees a slot.
 
-use std::cell::UnsafeCell;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+
 use std::task::{Context, Poll};
 
 use async_task::{Builder, ScheduleInfo, WithInfo};
 
 use super::current::{self, current_task_sink};
-use super::fault::{self, report, DropOnce, Failure, FaultSlot, Outcome, Value};
+use super::fault::{self, report, DropOnce, Failure, Outcome, Value};
 use super::handle::JoinHandle;
-use super::info::Metadata;
+use super::info::{Metadata, ABORTED, DONE};
 use crate::admission::Admission;
 use crate::error::{Panic, RejectReason, TaskError};
 use crate::executor::{Exec, Executor, Runnable, TaskInfo};
 use crate::task_id::{TaskId, TaskKind};
-use crate::watch::TaskRecord;
+use crate::watch::{Flag, TaskRecord, QUEUED, YIELDED};
 
 /// The future async-task runs: the user's future plus the bookkeeping above.
 struct TaskFuture<'a, F> {
@@ -73,12 +72,14 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             worker = std::thread::current().name().unwrap_or("")
         )
         .entered();
-        let failure = |error| Failure {
-            error: Some(error),
-            sink: sink(),
+        let failure = |error| {
+            Box::new(Failure {
+                error: Some(error),
+                sink: sink(),
+            })
         };
         let failed = |error| Poll::Ready(Err(failure(error)));
-        if info.aborted.load(Ordering::Acquire) {
+        if info.flags.load(Ordering::Acquire) & ABORTED != 0 {
             // Aborted: the future is dropped now, unpolled, while the task
             // is still marked current (its `Drop` may ask for the task).
             this.drop_future();
@@ -96,7 +97,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             Ok(Poll::Pending) => {
                 let pending = crate::watch::Pending {
                     waker: cx.waker(),
-                    aborted: &info.aborted,
+                    aborted: Flag::new(&info.flags, ABORTED),
                     // SAFETY: the poller holds the runnable.
                     counted_by: |world| unsafe { info.admission() }.counted_by(world),
                 };
@@ -135,17 +136,17 @@ impl<F> Drop for TaskFuture<'_, F> {
         // A future that panics in `Drop` while being cancelled must not unwind
         // into the executor that dropped it (a worker, or `shutdown_now`).
         self.drop_future();
-        self.info.done.store(true, Ordering::Release);
+        self.info.flags.fetch_or(DONE, Ordering::Release);
         // Left uncounted: no runnable outlives the future, so nothing
         // admits the task again (a closed task that async-task schedules
         // once more, to drop its future, ends here).
         // SAFETY: whoever drops the future holds the runnable.
         let admission = unsafe { self.info.replace_admission(Admission::UNCOUNTED) };
-        if !self.completed && fault::dropped_while_scheduling(&self.info.fault) {
+        if !self.completed && fault::dropped_while_scheduling(task_address(self.info)) {
             // Dropped unfinished inside the task's own executor's
             // `schedule`: the handle waits for that call to end, to tell a
             // panicking `schedule` from a refusal (see `fault`).
-            self.info.fault.began(admission.sink());
+            self.info.fault().began(admission.sink());
         }
         // Released once the future is gone: a pool counts the task live
         // until then. Only the step in line behind it goes later (the
@@ -272,19 +273,8 @@ where
     F: Future<Output = Result<T, TaskError>> + Send + 'static,
     T: Send + 'static,
 {
-    let info = TaskInfo::new(Metadata {
-        record: TaskRecord::new(TaskId::next(), location, kind),
-        home: exec,
-        hop: Mutex::new(None),
-        hopped: AtomicBool::new(false),
-        yielded: AtomicBool::new(false),
-        aborted: AtomicBool::new(false),
-        done: AtomicBool::new(false),
-        fault: FaultSlot::default(),
-        admission: UnsafeCell::new(admission),
-        strand_link: AtomicUsize::new(0),
-        successor: crate::successor::Successor::new(),
-    });
+    let record = TaskRecord::new(TaskId::next(), location, kind);
+    let info = TaskInfo::new(Metadata::new(record, exec, admission));
     let schedule = move |runnable: Runnable, how: ScheduleInfo| {
         // The executor may run the task, to its end, on another thread as
         // soon as it has the runnable, while this call still reads the
@@ -298,14 +288,13 @@ where
         // keeps alive until the end of this call, even after `runnable` is
         // handed over.
         let info = unsafe { &*info };
-        info.yielded
-            .store(how.woken_while_running, Ordering::Relaxed);
-        info.record
-            .state
-            .store(crate::watch::QUEUED, Ordering::Relaxed);
-        fault::catching(&info.fault, || {
-            info.with_executor(|ex| ex.schedule(runnable))
-        });
+        let yielded = if how.woken_while_running { YIELDED } else { 0 };
+        info.record.state.store(QUEUED | yielded, Ordering::Relaxed);
+        fault::catching(
+            task_address(info),
+            || info.fault_if_any(),
+            || info.with_executor(|ex| ex.schedule(runnable)),
+        );
         drop(alive);
     };
     // SAFETY: `spawn_unchecked` asks for:
@@ -325,4 +314,9 @@ where
         )
     };
     (runnable, task)
+}
+
+/// A task's identity while its executor's `schedule` runs (see `fault`).
+fn task_address(info: &TaskInfo) -> *const () {
+    (info as *const TaskInfo).cast()
 }
