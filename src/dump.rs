@@ -310,8 +310,12 @@ impl Pass {
             }
         }
         let mut tasks = BTreeMap::new();
+        let mut waits = HashMap::new();
         for book in books.workers() {
             for t in book.tasks() {
+                if !t.waits.is_empty() {
+                    waits.insert(t.id, t.waits);
+                }
                 let state = match (running.get(&t.id), t.state) {
                     (Some((worker, _, _)), _) => TaskState::Running {
                         worker: Some(worker.clone()),
@@ -340,7 +344,6 @@ impl Pass {
                 },
             });
         }
-        let waits = watch::all_waits();
         let mut locks = HashMap::new();
         for wait in waits.values().flatten() {
             let book = match &wait.on {

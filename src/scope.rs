@@ -121,7 +121,7 @@ impl ScopeState {
     fn wait_all(&self) {
         let all_ended = || self.running.load(Ordering::Acquire) == 0;
         let mut noted = Noted::default();
-        noted.waiting(current_task(), || WaitOn::Scope(self.book.clone()));
+        crate::task::note_wait(&mut noted, || WaitOn::Scope(self.book.clone()));
         let ended = || async {
             while !all_ended() {
                 let listener = self.ended.listen();

@@ -20,7 +20,6 @@
 //!   one store when a section or guard starts, one when it ends.
 
 use std::cell::UnsafeCell;
-use std::collections::HashMap;
 use std::panic::Location;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
@@ -55,6 +54,12 @@ pub(crate) struct TaskRecord {
     pub(crate) location: &'static Location<'static>,
     /// What runs in the task: user code, or a queue viaduct drains.
     pub(crate) kind: TaskKind,
+    /// The task's lifecycle flags (aborted, done: see `task::info`), here
+    /// to share the record's last word.
+    pub(crate) flags: AtomicU8,
+    /// What the task waits on: null until one of viaduct's futures notes
+    /// a wait in it, then an `Arc<WaitList>` (from `Arc::into_raw`).
+    waits: AtomicPtr<WaitList>,
     /// [`QUEUED`] (with [`YIELDED`] if the task woke itself), [`RUNNING`]
     /// or [`WAITING`]. Written only by whoever holds the task's runnable
     /// (the schedule function, the poll), with plain stores; a dump's
@@ -69,6 +74,8 @@ impl TaskRecord {
             id,
             location,
             kind,
+            flags: AtomicU8::new(0),
+            waits: AtomicPtr::new(std::ptr::null_mut()),
             state: AtomicU8::new(QUEUED),
         }
     }
@@ -296,6 +303,8 @@ impl Books {
 
 /// A task in a book: what a dump lists of it.
 pub(crate) struct Booked {
+    /// What it waits on, in the order the waits began.
+    pub(crate) waits: Vec<NotedWait>,
     pub(crate) id: TaskId,
     pub(crate) location: &'static Location<'static>,
     pub(crate) kind: TaskKind,
@@ -312,6 +321,10 @@ impl WorkerBook {
                 // SAFETY: the task is in the book, under its lock: alive.
                 let record = unsafe { t.task.0.as_ref() };
                 Booked {
+                    waits: record
+                        .waits_if_any()
+                        .map(WaitList::read)
+                        .unwrap_or_default(),
                     id: record.id,
                     location: record.location,
                     kind: record.kind,
@@ -630,17 +643,17 @@ pub(crate) enum WaitOn {
     Task {
         id: TaskId,
         queued_on: Option<Arc<LockBook>>,
-        /// The task's done bit. Read only under the wait table's lock,
-        /// while the wait is in the table: the handle that noted the wait
-        /// removes it before it lets go of the task (see `JoinHandle`'s
-        /// fields), so the task is alive.
+        /// The task's done bit. Read only under the wait list's lock,
+        /// while the wait is in it: the handle that noted the wait removes
+        /// it before it lets go of the task (see `JoinHandle`'s fields), so
+        /// the task is alive.
         ended: Flag,
     },
     /// The tasks of a scope the waiting task opened.
     Scope(Arc<ScopeBook>),
 }
 
-/// A wait as a dump reads it from the table.
+/// A wait as a dump reads it.
 #[derive(Clone)]
 pub(crate) enum WaitRead {
     Lock(Arc<LockBook>),
@@ -663,50 +676,139 @@ pub(crate) struct NotedWait {
     pub(crate) on: WaitRead,
 }
 
-/// Shards of the wait table: enough that tasks on different workers
-/// rarely meet on one lock.
-const SHARDS: usize = 64;
+/// The waits of one task, noted by viaduct's futures as they return
+/// `Pending` in it: made at its first, kept in its [`TaskRecord`], and
+/// shared with the futures that noted them (a future may outlive the task
+/// it waited in). Only that task's poller adds to it, so its lock is
+/// rarely contended; a dump reads it under its worker book's lock, while
+/// the task is in the book.
+#[derive(Default)]
+pub(crate) struct WaitList(Mutex<Waits>);
 
-/// One shard: the waits of the tasks whose id falls in it, each in a slot
-/// the noting future keeps the key of (no hashing, and no allocation once
-/// the shard has grown), with the order the waits began in.
+#[derive(Default)]
 struct Waits {
+    /// The order the next wait is noted with.
     next_order: u64,
-    waits: Slab<(TaskId, u64, WaitOn)>,
+    waits: Vec<(u64, WaitOn)>,
 }
 
-impl Waits {
-    const fn new() -> Waits {
-        Waits {
-            next_order: 0,
-            waits: Slab::new(),
+impl WaitList {
+    /// Notes `wait`; its order, to take it out by.
+    fn enter(&self, wait: WaitOn) -> u64 {
+        let mut waits = lock_std(&self.0);
+        waits.next_order += 1;
+        let order = waits.next_order;
+        waits.waits.push((order, wait));
+        order
+    }
+
+    fn leave(&self, order: u64) {
+        let mut waits = lock_std(&self.0);
+        let left = waits
+            .waits
+            .iter()
+            .position(|(o, _)| *o == order)
+            .map(|i| waits.waits.swap_remove(i));
+        drop(waits);
+        drop(left); // after the lock: it may hold the last `Arc` of a book
+    }
+
+    /// The waits noted now, in the order they began.
+    fn read(&self) -> Vec<NotedWait> {
+        let waits = lock_std(&self.0);
+        let mut read: Vec<NotedWait> = waits
+            .waits
+            .iter()
+            .map(|(order, wait)| NotedWait {
+                order: *order,
+                on: match wait {
+                    WaitOn::Lock(book) => WaitRead::Lock(book.clone()),
+                    WaitOn::Task {
+                        id,
+                        queued_on,
+                        ended,
+                    } => WaitRead::Task {
+                        id: *id,
+                        queued_on: queued_on.clone(),
+                        // SAFETY: read under the list's lock, with the
+                        // wait in it (see `WaitOn::Task`).
+                        ended: unsafe { ended.is_set() },
+                    },
+                    WaitOn::Scope(book) => WaitRead::Scope(book.members()),
+                },
+            })
+            .collect();
+        read.sort_by_key(|w| w.order);
+        read
+    }
+}
+
+impl TaskRecord {
+    /// The task's wait list, if it has one.
+    fn waits_if_any(&self) -> Option<&WaitList> {
+        // SAFETY: a non-null pointer came from `Arc::into_raw` in `waits`,
+        // and the record holds that count until it drops.
+        unsafe { self.waits.load(Acquire).as_ref() }
+    }
+
+    /// The task's wait list, made now if it had none: a new count of it.
+    fn waits(&self) -> Arc<WaitList> {
+        let mut list = self.waits.load(Acquire);
+        if list.is_null() {
+            let new = Arc::into_raw(Arc::new(WaitList::default())).cast_mut();
+            list = match self
+                .waits
+                .compare_exchange(std::ptr::null_mut(), new, AcqRel, Acquire)
+            {
+                Ok(_) => new,
+                Err(theirs) => {
+                    // SAFETY: `new` was never shared; this gives its count back.
+                    drop(unsafe { Arc::from_raw(new) });
+                    theirs
+                }
+            };
+        }
+        // SAFETY: `list` came from `Arc::into_raw` and the record holds
+        // that count: one more is taken for the caller.
+        unsafe {
+            Arc::increment_strong_count(list);
+            Arc::from_raw(list)
         }
     }
 }
 
-/// Each shard on a cache line of its own: the tasks of different workers
-/// note their waits side by side.
-static TABLE: [CachePadded<Mutex<Waits>>; SHARDS] =
-    [const { CachePadded::new(Mutex::new(Waits::new())) }; SHARDS];
-
-fn shard(task: TaskId) -> &'static Mutex<Waits> {
-    &TABLE[(task.as_u64() % SHARDS as u64) as usize]
+impl Drop for TaskRecord {
+    fn drop(&mut self) {
+        // Out of the book first: a dump reads the wait list under the
+        // book's lock while the task is in it.
+        BookingSlot::leave(self.booking.0.get_mut());
+        let list = *self.waits.get_mut();
+        if !list.is_null() {
+            // SAFETY: the record's count, from `Arc::into_raw`, given back
+            // once.
+            drop(unsafe { Arc::from_raw(list) });
+        }
+    }
 }
 
-/// A wait noted in the table, kept by the future that waits: taken out
-/// when it is done or dropped.
+/// A wait noted in its task's [`WaitList`], kept by the future that waits:
+/// taken out when it is done or dropped.
 #[derive(Default)]
-pub(crate) struct Noted(Option<(TaskId, usize)>);
+pub(crate) struct Noted(Option<(Arc<WaitList>, u64)>);
 
 impl Noted {
-    /// Notes that `task` (the task being polled on this thread, if any)
-    /// waits on what `what` says: once per task, so that a future handed
-    /// to another task, or to a thread outside the pools, is listed as the
-    /// wait of whoever polls it now, not of the task that polled it first.
+    /// Notes that `task` (the record of the task being polled on this
+    /// thread, if any) waits on what `what` says: once per task, so that a
+    /// future handed to another task, or to a thread outside the pools, is
+    /// listed as the wait of whoever polls it now, not of the task that
+    /// polled it first.
     #[inline]
-    pub(crate) fn waiting(&mut self, task: Option<TaskId>, what: impl FnOnce() -> WaitOn) {
-        if let Some((noted, _)) = self.0 {
-            if Some(noted) == task {
+    pub(crate) fn waiting(&mut self, task: Option<&TaskRecord>, what: impl FnOnce() -> WaitOn) {
+        if let Some((noted_in, _)) = &self.0 {
+            if task
+                .and_then(TaskRecord::waits_if_any)
+                .is_some_and(|w| std::ptr::eq(w, &**noted_in))
+            {
                 return;
             }
             self.done();
@@ -717,73 +819,24 @@ impl Noted {
         if records_here().is_null() {
             return; // not a pool worker: no dump lists the task
         }
-        self.0 = Some((task, enter(task, what())));
+        let list = task.waits();
+        let order = list.enter(what());
+        self.0 = Some((list, order));
     }
 
     /// The wait is over.
     #[inline]
     pub(crate) fn done(&mut self) {
-        if let Some((task, key)) = self.0.take() {
-            leave(task, key);
+        if let Some((list, order)) = self.0.take() {
+            list.leave(order);
         }
     }
-}
-
-/// Enters `wait` in `task`'s shard and returns its key. Not inlined, so
-/// the wait arrives in registers and is stored once, into its slot: built
-/// on the caller's stack field by field and copied out whole, it made the
-/// copy wait for those stores to reach the cache.
-#[inline(never)]
-fn enter(task: TaskId, wait: WaitOn) -> usize {
-    let mut shard = lock_std(shard(task));
-    shard.next_order += 1;
-    let order = shard.next_order;
-    shard.waits.insert((task, order, wait))
-}
-
-#[inline(never)]
-fn leave(task: TaskId, key: usize) {
-    let removed = lock_std(shard(task)).waits.remove(key);
-    drop(removed); // after the shard's lock: it may hold the last `Arc` of a book
 }
 
 impl Drop for Noted {
     fn drop(&mut self) {
         self.done();
     }
-}
-
-/// What every waiting task waits on now, each task's waits in the order
-/// it began them: every shard locked once.
-pub(crate) fn all_waits() -> HashMap<TaskId, Vec<NotedWait>> {
-    let mut all: HashMap<TaskId, Vec<NotedWait>> = HashMap::new();
-    for shard in &TABLE {
-        let shard = lock_std(shard);
-        for (task, order, wait) in shard.waits.iter() {
-            let on = match wait {
-                WaitOn::Lock(book) => WaitRead::Lock(book.clone()),
-                WaitOn::Task {
-                    id,
-                    queued_on,
-                    ended,
-                } => WaitRead::Task {
-                    id: *id,
-                    queued_on: queued_on.clone(),
-                    // SAFETY: read under the shard's lock, with the wait
-                    // in the table (see `WaitOn::Task`).
-                    ended: unsafe { ended.is_set() },
-                },
-                WaitOn::Scope(book) => WaitRead::Scope(book.members()),
-            };
-            all.entry(*task)
-                .or_default()
-                .push(NotedWait { order: *order, on });
-        }
-    }
-    for waits in all.values_mut() {
-        waits.sort_by_key(|w| w.order);
-    }
-    all
 }
 
 #[cfg(all(test, loom))]

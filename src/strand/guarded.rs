@@ -492,7 +492,7 @@ impl LockState {
             LockState::Waiting(waiter) => {
                 if waiter.poll_granted(cx).is_pending() {
                     section::check_not_blocking_on("the lock", || (core.id(), current_task_id()));
-                    noted.waiting(current_task(), || WaitOn::Lock(core.book.clone()));
+                    crate::task::note_wait(noted, || WaitOn::Lock(core.book.clone()));
                     return Poll::Pending;
                 }
             }

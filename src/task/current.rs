@@ -11,6 +11,7 @@ use super::fault::report;
 use crate::admission::Sink;
 use crate::executor::TaskInfo;
 use crate::task_id::TaskId;
+use crate::watch::{Noted, WaitOn};
 
 /// This thread's current task, in its context: the metadata's address and
 /// the data pointer of the waker it is polled with.
@@ -91,6 +92,13 @@ pub(crate) fn list_current_while_blocked() {
             crate::watch::list_while_blocked(&info.record);
         }
     });
+}
+
+/// Notes in the viaduct task being polled on this thread, if any, that it
+/// waits on what `what` says, for dumps (see [`Noted`]).
+#[inline]
+pub(crate) fn note_wait(noted: &mut Noted, what: impl FnOnce() -> WaitOn) {
+    with_current_task(|t| noted.waiting(t.map(|t| &t.record), what));
 }
 
 /// The viaduct task being polled on this thread, by address (null if

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 
 use async_task::FallibleTask;
 
-use super::current::{current_task, current_task_id};
+use super::current::current_task_id;
 use super::fault::{Failure, Outcome};
 use super::info::{ABORTED, DONE};
 use crate::admission::Sink;
@@ -205,7 +205,7 @@ impl AbortHandle {
     pub fn is_finished(&self) -> bool {
         self.target
             .as_ref()
-            .is_none_or(|(info, _)| info.get().flags.load(Ordering::Acquire) & DONE != 0)
+            .is_none_or(|(info, _)| info.get().record.flags.load(Ordering::Acquire) & DONE != 0)
     }
 }
 
@@ -222,7 +222,7 @@ impl fmt::Debug for AbortHandle {
 /// under way when the abort lands runs to its end, and if it finishes the
 /// task, its result stands.
 fn abort_task(info: &TaskInfo, waker: &Waker) {
-    if info.flags.fetch_or(ABORTED, Ordering::AcqRel) & (ABORTED | DONE) == 0 {
+    if info.record.flags.fetch_or(ABORTED, Ordering::AcqRel) & (ABORTED | DONE) == 0 {
         waker.wake_by_ref();
     }
 }
@@ -374,7 +374,9 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn is_finished(&self) -> bool {
         match &self.state {
-            State::Running { info, .. } => info.get().flags.load(Ordering::Acquire) & DONE != 0,
+            State::Running { info, .. } => {
+                info.get().record.flags.load(Ordering::Acquire) & DONE != 0
+            }
             _ => true,
         }
     }
@@ -444,10 +446,10 @@ impl<T> Future for JoinHandle<T> {
                 }
                 match polled {
                     Poll::Pending => {
-                        noted.waiting(current_task(), || WaitOn::Task {
+                        super::current::note_wait(noted, || WaitOn::Task {
                             id: info.record.id,
                             queued_on: info.with_executor(|ex| ex.lock_book(INTERNAL)).map(|b| b.0),
-                            ended: Flag::new(&info.flags, DONE),
+                            ended: Flag::new(&info.record.flags, DONE),
                         });
                         crate::section::check_not_blocking_on("a task or section", || {
                             let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());

@@ -9,7 +9,7 @@
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::fault::FaultSlot;
@@ -46,8 +46,6 @@ pub struct Metadata<H, R: Parkable> {
     pub(crate) home: H,
     /// What few tasks need, made by the first that does: null until then.
     rare: AtomicPtr<Rare<H>>,
-    /// [`ABORTED`] and [`DONE`].
-    pub(crate) flags: AtomicU8,
     /// The next item while the runnable sits in a strand's queue: the
     /// queue is intrusive, so submitting to a strand allocates nothing
     /// (see `strand::queue`). A runnable is in one queue at a time.
@@ -75,7 +73,6 @@ impl<H, R: Parkable> Metadata<H, R> {
             record,
             home,
             rare: AtomicPtr::new(std::ptr::null_mut()),
-            flags: AtomicU8::new(0),
             strand_link: AtomicUsize::new(0),
             successor: Successor::new(),
         }
@@ -239,7 +236,7 @@ impl<H, R: Parkable> Metadata<H, R> {
         let info = runnable.metadata();
         // A runnable holds its future, which keeps the task unfinished.
         debug_assert!(
-            info.flags.load(Ordering::Relaxed) & DONE == 0,
+            info.record.flags.load(Ordering::Relaxed) & DONE == 0,
             "a finished task scheduled"
         );
         // SAFETY: we hold the runnable.

@@ -20,8 +20,8 @@ pub use handle::{AbortHandle, JoinHandle};
 pub(crate) use info::Metadata;
 
 pub(crate) use current::{
-    current_task, current_task_id, current_task_sink, list_current_while_blocked, reporting_panics,
-    task_id, with_current_task, with_task_polled_by,
+    current_task, current_task_id, current_task_sink, list_current_while_blocked, note_wait,
+    reporting_panics, task_id, with_current_task, with_task_polled_by,
 };
 pub(crate) use fault::{report, DropOnce};
 pub(crate) use handle::{abort_chain, AbortStep, Upstream};

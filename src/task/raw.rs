@@ -79,7 +79,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             })
         };
         let failed = |error| Poll::Ready(Err(failure(error)));
-        if info.flags.load(Ordering::Acquire) & ABORTED != 0 {
+        if info.record.flags.load(Ordering::Acquire) & ABORTED != 0 {
             // Aborted: the future is dropped now, unpolled, while the task
             // is still marked current (its `Drop` may ask for the task).
             this.drop_future();
@@ -97,7 +97,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             Ok(Poll::Pending) => {
                 let pending = crate::watch::Pending {
                     waker: cx.waker(),
-                    aborted: Flag::new(&info.flags, ABORTED),
+                    aborted: Flag::new(&info.record.flags, ABORTED),
                     // SAFETY: the poller holds the runnable.
                     counted_by: |world| unsafe { info.admission() }.counted_by(world),
                 };
@@ -136,7 +136,7 @@ impl<F> Drop for TaskFuture<'_, F> {
         // A future that panics in `Drop` while being cancelled must not unwind
         // into the executor that dropped it (a worker, or `shutdown_now`).
         self.drop_future();
-        self.info.flags.fetch_or(DONE, Ordering::Release);
+        self.info.record.flags.fetch_or(DONE, Ordering::Release);
         // Left uncounted: no runnable outlives the future, so nothing
         // admits the task again (a closed task that async-task schedules
         // once more, to drop its future, ends here).
