@@ -67,11 +67,12 @@ use pin_project::pin_project;
 
 use crate::error::TaskError;
 use crate::executor::{admit, home_of, Executor};
+use crate::inline::Inline;
 use crate::loom::{lock, AtomicBool, Mutex, Ordering};
 use crate::slab::Slab;
+use crate::task::AbortHandle;
 use crate::task::{admitted_or_rejected, create_admitted, reporting_panics, JoinHandle};
 use crate::time::{Scheduled, Timer};
-use crate::{AbortHandle, Inline};
 
 /// A flag that, once raised, stops the work that watches it; see the
 /// [module docs](self).

@@ -9,9 +9,9 @@ use futures::stream::{FuturesUnordered, Stream};
 
 use crate::error::TaskError;
 use crate::executor::Executor;
+use crate::pool::ThreadPool;
 use crate::spawn::ExecutorExt;
 use crate::task::{AbortHandle, JoinHandle};
-use crate::ThreadPool;
 
 /// A set of tasks, on any executors, awaited in the order they finish
 /// (tokio's `JoinSet`).

@@ -353,7 +353,7 @@ macro_rules! impl_spawn {
                 $crate::spawn::spawn_obj(self, future)
             }
             fn status(&self) -> Result<(), futures::task::SpawnError> {
-                if $crate::Executor::is_closed(self) { Err(futures::task::SpawnError::shutdown()) } else { Ok(()) }
+                if $crate::executor::Executor::is_closed(self) { Err(futures::task::SpawnError::shutdown()) } else { Ok(()) }
             }
         }
     )*};
@@ -362,4 +362,4 @@ pub(crate) use impl_spawn;
 
 // `Inline` is implemented here rather than in its module, which the
 // cancellation tokens (used by `ExecutorExt`) build on.
-impl_spawn!(Exec, crate::Inline);
+impl_spawn!(Exec, crate::inline::Inline);

@@ -161,4 +161,4 @@ pub use hop::{hop_to, try_hop_to, Hop, HopError, TryHop};
 pub use via::ViaExt;
 
 #[cfg(doc)]
-use crate::{ExecutorExt, JoinHandle};
+use crate::{spawn::ExecutorExt, task::JoinHandle};

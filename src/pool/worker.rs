@@ -509,7 +509,7 @@ fn steal_one(shared: &Shared) -> Option<Job> {
 /// workers it runs jobs meanwhile, so the tasks holding the slots can finish.
 pub(crate) fn wait_for_room(shared: &Shared) {
     let max = shared.max_pending.expect("only a bounded pool is full");
-    let ready = || shared.live() < max || crate::Executor::is_closed(shared);
+    let ready = || shared.live() < max || crate::executor::Executor::is_closed(shared);
     with_worker(|w| match on_this_pool(w, shared) {
         Some(w) => {
             room_waiters(shared).push(w.index);

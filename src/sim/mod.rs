@@ -102,12 +102,11 @@ use crate::admission::{Admission, Sink, Tracker, TrackerHeader};
 use crate::context::Driver;
 use crate::dump::TaskDump;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
-use crate::executor::{Exec, Executor, Internal};
+use crate::executor::{Exec, Executor, Internal, Runnable};
 use crate::spawn::ExecutorExt;
 use crate::task::Metadata;
 use crate::time::Timer;
 use crate::watch::{Books, Here};
-use crate::Runnable;
 
 /// How many task polls a run may take by default before it is stopped
 /// with [`SimError::StepLimit`].

@@ -278,7 +278,7 @@ mod tests {
     /// into a byte; and a task's outcome, 48 before its failure was boxed.
     #[test]
     fn a_task_carries_no_more_than_it_must() {
-        assert!(std::mem::size_of::<crate::TaskInfo>() <= 96);
+        assert!(std::mem::size_of::<crate::executor::TaskInfo>() <= 96);
         assert!(std::mem::size_of::<super::super::fault::Outcome<()>>() <= 16);
     }
 }

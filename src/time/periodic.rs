@@ -155,7 +155,7 @@ impl Periodic {
     /// let job = ManualExecutor::new().execute_every(Duration::from_secs(1), || ());
     /// assert!(job.id().is_some());
     /// ```
-    pub fn id(&self) -> Option<crate::TaskId> {
+    pub fn id(&self) -> Option<crate::task_id::TaskId> {
         self.join.id()
     }
 

@@ -145,7 +145,7 @@ impl<T> Scheduled<T> {
     /// let job = ManualExecutor::new().execute_after(Duration::from_secs(1), || ());
     /// assert!(job.id().is_some());
     /// ```
-    pub fn id(&self) -> Option<crate::TaskId> {
+    pub fn id(&self) -> Option<crate::task_id::TaskId> {
         self.join.id()
     }
 

@@ -10,7 +10,7 @@ use crate::executor::Executor;
 
 mod sealed {
     pub trait Sealed {}
-    impl<E: crate::Executor + Clone> Sealed for E {}
+    impl<E: crate::executor::Executor + Clone> Sealed for E {}
 }
 
 /// Timed tasks on every executor, on the [global timer](Timer::global)
