@@ -57,7 +57,7 @@ pub(crate) struct Context {
     /// `coop::BUDGET` (`coop`).
     pub(crate) fresh_budget: Cell<Option<u32>>,
     /// The records of the pool worker or simulated worker that runs this
-    /// thread (`watch::Here`).
+    /// thread (`dump::records::Here`).
     pub(crate) worker_records: Cell<*const ()>,
     /// The innermost strand section's frame (`section`).
     pub(crate) frame: Cell<*const ()>,

@@ -273,7 +273,7 @@ pub trait Executor: Send + Sync + 'static {
 /// A strand's record of who holds it, as [`Executor::lock_book`] hands it
 /// out; opaque.
 #[doc(hidden)]
-pub struct LockRef(pub(crate) Arc<crate::watch::LockBook>);
+pub struct LockRef(pub(crate) Arc<crate::dump::records::LockBook>);
 
 /// What only viaduct can name: the key to [`Executor`]'s sealed methods.
 #[derive(Clone, Copy)]
@@ -563,7 +563,7 @@ impl TaskInfo {
     /// assert_eq!(block_on(handle).unwrap(), 7);
     /// ```
     pub fn woken_while_running(&self) -> bool {
-        self.record.state.load(Ordering::Relaxed) & crate::watch::YIELDED != 0
+        self.record.state.load(Ordering::Relaxed) & crate::dump::records::YIELDED != 0
     }
 
     /// The task's id, as stall reports and task dumps show it.

@@ -469,7 +469,6 @@ mod task_id;
 mod thread_per_task;
 pub mod time;
 mod trace;
-mod watch;
 
 pub use block_on::block_on;
 pub use error::{Panic, PanicPayload, RejectReason, TaskError};

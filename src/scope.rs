@@ -12,6 +12,7 @@ use std::task::{ready, Context, Poll};
 use event_listener::{Event, Listener};
 
 use crate::block_on::block_on;
+use crate::dump::records::{Noted, ScopeBook, WaitOn};
 use crate::error::{drop_payload, Panic, PanicPayload, TaskError};
 use crate::loom::lock_std;
 use crate::pool::with_worker;
@@ -20,7 +21,6 @@ use crate::section::{Frame, Held};
 use crate::spawn::ExecutorExt;
 use crate::task::{current_task, current_task_id};
 use crate::task::{DropOnce, JoinHandle};
-use crate::watch::{Noted, ScopeBook, WaitOn};
 
 /// Stack the scope's wait may use below `ThreadPool::scope`'s frame, for
 /// its check that the wait will be allowed to help.

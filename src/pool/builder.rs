@@ -444,7 +444,7 @@ impl Builder {
             on_start: self.on_start,
             on_stop: self.on_stop,
             on_panic: self.on_panic,
-            books: crate::watch::Books::new(n, 0),
+            books: crate::dump::records::Books::new(n, 0),
             watcher: Default::default(),
         });
         let pool = ThreadPool { shared };

@@ -125,7 +125,7 @@ pub(crate) struct Shared {
     on_stop: Option<Hook>,
     on_panic: Option<PanicHandler>,
     /// What each worker polls, and the tasks that waited on it.
-    books: Arc<crate::watch::Books>,
+    books: Arc<crate::dump::records::Books>,
     /// The stall watcher, if any: woken when the pool terminates.
     watcher: std::sync::OnceLock<thread::Thread>,
     /// This very `Shared`, for admissions made through `&self`.
@@ -584,6 +584,7 @@ impl ThreadPool {
             |i| s.worker_name(i),
             &s.books,
             || s.live(),
+            crate::time::waiting_tasks,
             std::time::Instant::now(),
         )
     }

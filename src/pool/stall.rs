@@ -2,7 +2,7 @@
 //! longer than the pool's threshold, once, while it still runs.
 //!
 //! The watcher reads each worker's record of the task it polls (see
-//! `watch::Running`) every eighth of the threshold; a record that has not
+//! `dump::records::Running`) every eighth of the threshold; a record that has not
 //! changed since it was first seen belongs to one poll, which has run at
 //! least that long. Workers do nothing more for it: when stall detection
 //! is off there is no watcher and no cost.

@@ -91,7 +91,7 @@ pub(crate) struct WorkerCtx {
     stack_top: usize,
     stack_size: usize,
     /// Its records for stall reports and dumps.
-    here: crate::watch::Here,
+    here: crate::dump::records::Here,
 }
 
 /// Runs `f` with the worker running on this thread, if it is one.
@@ -115,7 +115,7 @@ enum Found {
 /// A worker thread's body.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size: usize) {
     let top = std::hint::black_box(0u8);
-    let here = crate::watch::Here::new(&shared.books, index);
+    let here = crate::dump::records::Here::new(&shared.books, index);
     let ctx = WorkerCtx {
         here,
         stack_top: &top as *const u8 as usize,
@@ -184,8 +184,8 @@ impl WorkerCtx {
     /// Makes this worker's records the ones the tasks polled on this
     /// thread note themselves in, until the guard drops: a simulation
     /// polling its tasks here puts its own in place meanwhile.
-    pub(crate) fn enter_records(&self) -> crate::watch::WorkerGuard {
-        crate::watch::enter_worker(&self.here)
+    pub(crate) fn enter_records(&self) -> crate::dump::records::WorkerGuard {
+        crate::dump::records::enter_worker(&self.here)
     }
 
     fn hook(&self, hook: Option<&(dyn Fn() + Send + Sync)>) {

@@ -100,13 +100,13 @@ use std::time::Duration;
 use self::world::World;
 use crate::admission::{Admission, Sink, Tracker, TrackerHeader};
 use crate::context::Driver;
+use crate::dump::records::{Books, Here};
 use crate::dump::TaskDump;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
 use crate::executor::{Exec, Executor, Internal, Runnable};
 use crate::spawn::ExecutorExt;
 use crate::task::Metadata;
 use crate::time::Timer;
-use crate::watch::{Books, Here};
 
 /// How many task polls a run may take by default before it is stopped
 /// with [`SimError::StepLimit`].
@@ -696,6 +696,7 @@ impl Shared {
             |i| format!("sim-{i}"),
             &self.books,
             || self.live.load(Relaxed),
+            crate::time::waiting_tasks,
             self.timer.now(),
         )
     }
@@ -754,7 +755,7 @@ impl Shared {
             let _on = OnWorker(virtual_worker(|w| {
                 w.replace((self as *const Shared as *const (), worker))
             }));
-            let _here = crate::watch::enter_worker(&self.heres[worker]);
+            let _here = crate::dump::records::enter_worker(&self.heres[worker]);
             crate::coop::with_fresh_budget(budget, || runnable.run());
             return Ok(Stepped::Ran);
         }

@@ -12,6 +12,7 @@ use super::busy::Busy;
 use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Ran, Taken};
 use super::{Shared, StrandMetrics};
 use crate::admission::{past_limit, Admission};
+use crate::dump::records::LockBook;
 use crate::error::{PanicPayload, RejectReason};
 use crate::executor::{admit, try_admit, Exec, Executor, Runnable};
 use crate::section::Frame;
@@ -19,7 +20,6 @@ use crate::task::report;
 use crate::task::{create_daemon, current_task_id, task_id, with_current_task, Daemon};
 use crate::task_id::TaskKind;
 use crate::trace::trace_event;
-use crate::watch::LockBook;
 
 /// How many items the runner handles in one poll before it wakes itself
 /// and returns, so that the rest of its executor's work runs in between.

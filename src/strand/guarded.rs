@@ -45,12 +45,12 @@ use std::task::{ready, Context, Poll, Waker};
 
 use super::queue::{Header, Item, Node, NodeVTable, Pushed, Ran};
 use super::{Shared, StrandMetrics};
+use crate::dump::records::{LockBook, LockKind, Noted, WaitOn};
 use crate::error::{Panic, PanicPayload, TaskError};
 use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
 use crate::task::{current_task, current_task_id, current_task_sink, reporting_panics, JoinHandle};
-use crate::watch::{LockBook, LockKind, Noted, WaitOn};
 
 /// Data owned by a strand: an async mutex whose critical sections can run
 /// on the strand or in the caller's task, in one FIFO order.

@@ -17,11 +17,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 use super::Shared;
+use crate::dump::records::{LockBook, LockKind};
 use crate::executor::{Exec, Executor};
 use crate::loom::lock_std as lock;
 use crate::task::report;
 use crate::task::{current_task_sink, reporting_panics, JoinHandle};
-use crate::watch::{LockBook, LockKind};
 
 /// Shards of the key map: keys spread over several locks, so submitters
 /// of different keys rarely meet.

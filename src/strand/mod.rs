@@ -109,13 +109,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::admission::Admission;
+use crate::dump::records::{LockBook, LockKind};
 use crate::error::RejectReason;
 use crate::executor::LockRef;
 use crate::executor::{home_of, Exec, Executor, Internal, Runnable};
 use crate::section;
 use crate::spawn::impl_spawn;
 use crate::task::{current_task_id, spawn_or_reject, JoinHandle};
-use crate::watch::{LockBook, LockKind};
 pub use guarded::{Guard, Guarded, Lock, LockOwned, OwnedGuard};
 pub use keyed::KeyedStrands;
 use queue::Item;

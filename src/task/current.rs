@@ -9,9 +9,9 @@ use std::task::Waker;
 
 use super::fault::report;
 use crate::admission::Sink;
+use crate::dump::records::{Noted, WaitOn};
 use crate::executor::TaskInfo;
 use crate::task_id::TaskId;
-use crate::watch::{Noted, WaitOn};
 
 /// This thread's current task, in its context: the metadata's address and
 /// the data pointer of the waker it is polled with.
@@ -89,7 +89,7 @@ pub(crate) fn reporting_panics(f: impl FnOnce()) {
 pub(crate) fn list_current_while_blocked() {
     with_current_task(|t| {
         if let Some(info) = t {
-            crate::watch::list_while_blocked(&info.record);
+            crate::dump::records::list_while_blocked(&info.record);
         }
     });
 }

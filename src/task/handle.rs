@@ -17,10 +17,10 @@ use super::current::current_task_id;
 use super::fault::{Failure, Outcome};
 use super::info::{ABORTED, DONE};
 use crate::admission::Sink;
+use crate::dump::records::{Flag, Noted, WaitOn};
 use crate::error::{ByValue, TaskError};
 use crate::executor::{Exec, Executor, Runnable, TaskInfo, INTERNAL};
 use crate::task_id::TaskId;
-use crate::watch::{Flag, Noted, WaitOn};
 
 /// The step before a continuation, type-erased, as its handle holds it so
 /// that `abort` can cancel it.

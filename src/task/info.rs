@@ -14,10 +14,10 @@ use std::sync::Mutex;
 
 use super::fault::FaultSlot;
 use crate::admission::Admission;
+use crate::dump::records::TaskRecord;
 use crate::error::RejectReason;
 use crate::successor::{Parkable, Successor};
 use crate::task_id::TaskKind;
-use crate::watch::TaskRecord;
 
 /// The task has been aborted: its next poll drops its future instead (or
 /// its executor drops it). Set by anyone, with a read-modify-write, at

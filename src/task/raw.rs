@@ -22,10 +22,10 @@ use super::fault::{self, report, DropOnce, Failure, Outcome, Value};
 use super::handle::JoinHandle;
 use super::info::{Metadata, ABORTED, DONE};
 use crate::admission::Admission;
+use crate::dump::records::{Flag, TaskRecord, QUEUED, YIELDED};
 use crate::error::{Panic, RejectReason, TaskError};
 use crate::executor::{Exec, Executor, Runnable, TaskInfo};
 use crate::task_id::{TaskId, TaskKind};
-use crate::watch::{Flag, TaskRecord, QUEUED, YIELDED};
 
 /// The future async-task runs: the user's future plus the bookkeeping above.
 struct TaskFuture<'a, F> {
@@ -62,7 +62,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         let sink = current_task_sink;
         let _current = current::enter(info, cx.waker());
         let _budget = crate::coop::fresh();
-        let polling = crate::watch::enter_poll(&info.record);
+        let polling = crate::dump::records::enter_poll(&info.record);
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
             target: "viaduct",
@@ -95,13 +95,13 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         // that stall on the narrow stores that had just written it.
         let outcome = match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Pending) => {
-                let pending = crate::watch::Pending {
+                let pending = crate::dump::records::Pending {
                     waker: cx.waker(),
                     aborted: Flag::new(&info.record.flags, ABORTED),
                     // SAFETY: the poller holds the runnable.
                     counted_by: |world| unsafe { info.admission() }.counted_by(world),
                 };
-                crate::watch::left_pending(&info.record, polling.as_ref(), pending);
+                crate::dump::records::left_pending(&info.record, polling.as_ref(), pending);
                 return Poll::Pending;
             }
             Ok(Poll::Ready(Ok(v))) => Ok(Value::new(v, sink)),
@@ -132,7 +132,7 @@ impl<F> Drop for TaskFuture<'_, F> {
         // A task dropped before its first poll ended lets the step in line
         // behind it go too, to find out how the task ended.
         let _successor = CloseLine(self.info);
-        crate::watch::task_ended(&self.info.record);
+        crate::dump::records::task_ended(&self.info.record);
         // A future that panics in `Drop` while being cancelled must not unwind
         // into the executor that dropped it (a worker, or `shutdown_now`).
         self.drop_future();

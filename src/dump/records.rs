@@ -1,5 +1,6 @@
-//! The bookkeeping behind stall reports and task dumps: what each pool
-//! worker is polling, which tasks have waited, and on what.
+//! The records behind stall reports and task dumps: what each pool worker
+//! is polling, which tasks have waited, and on what. Each task carries its
+//! own [`TaskRecord`] in its metadata; the rest of the dump reads them.
 //!
 //! It is kept off the fast path:
 //!
@@ -12,10 +13,11 @@
 //!   books also keep a waker of each task, to cancel what is left when
 //!   the world ends.
 //! - What a task waits on is noted only when one of viaduct's lock or
-//!   handle futures returns `Pending` in it on a pool worker, in a slot of
-//!   a table sharded by task id, and taken out when that future is ready or
-//!   dropped. A sleep notes nothing: its timer entry names the waiting
-//!   task, and dumps read the timers' wheels.
+//!   handle futures returns `Pending` in it on a pool worker, in the
+//!   task's own [`WaitList`] (its poller's, in its cache), and taken out
+//!   when that future is ready or dropped. A sleep notes nothing: its
+//!   timer entry names the waiting task, and dumps read the timers'
+//!   wheels.
 //! - A [`LockBook`] notes which task holds a `Guarded` value or a strand:
 //!   one store when a section or guard starts, one when it ends.
 
@@ -59,7 +61,7 @@ pub(crate) struct TaskRecord {
     pub(crate) flags: AtomicU8,
     /// What the task waits on: null until one of viaduct's futures notes
     /// a wait in it, then an `Arc<WaitList>` (from `Arc::into_raw`).
-    waits: AtomicPtr<WaitList>,
+    waits: std::sync::atomic::AtomicPtr<WaitList>,
     /// [`QUEUED`] (with [`YIELDED`] if the task woke itself), [`RUNNING`]
     /// or [`WAITING`]. Written only by whoever holds the task's runnable
     /// (the schedule function, the poll), with plain stores; a dump's
@@ -75,7 +77,7 @@ impl TaskRecord {
             location,
             kind,
             flags: AtomicU8::new(0),
-            waits: AtomicPtr::new(std::ptr::null_mut()),
+            waits: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             state: AtomicU8::new(QUEUED),
         }
     }
@@ -664,7 +666,7 @@ pub(crate) enum WaitRead {
         queued_on: Option<Arc<LockBook>>,
         ended: bool,
     },
-    /// The scope's listable tasks, when the table was read.
+    /// The scope's listable tasks, when the wait was read.
     Scope(Vec<TaskId>),
 }
 
