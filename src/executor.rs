@@ -224,58 +224,71 @@ pub trait Executor: Send + Sync + 'static {
         std::any::type_name::<Self>()
     }
 
-    /// viaduct's own executors' admission control (closing, bounded
-    /// mode); sealed: `Internal` cannot be named outside viaduct, so this
-    /// cannot be called or overridden there. The default, which every
-    /// user executor gets, refuses new tasks once
+    /// What viaduct's own executors tell the task core beyond this
+    /// trait (see [`Own`]); sealed: `Internal` cannot be named outside
+    /// viaduct, so this cannot be called or overridden there. `None`, which
+    /// every user executor gets: it refuses new tasks once
     /// [`is_closed`](Executor::is_closed) says so and counts nothing
-    /// itself: a pool that such an executor forwards tasks to counts them
-    /// when they reach its `schedule` (see "Writing an executor or a
-    /// decorator" above).
+    /// itself, a pool that it forwards tasks to counting them when they
+    /// reach its `schedule` (see "Writing an executor or a decorator"
+    /// above).
     #[doc(hidden)]
-    fn admission(&self, wait: bool, _: Internal) -> Result<Admission, RejectReason> {
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        None
+    }
+}
+
+/// What one of viaduct's own executors tells the task core, through
+/// [`Executor::own`]; sealed (nothing outside viaduct can reach it).
+#[doc(hidden)]
+pub trait Own: Executor {
+    /// Admits a new task, waiting for room in a bounded executor if
+    /// `wait`: refused once closed (the default), counted by an executor
+    /// that counts its tasks.
+    fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         let _ = wait;
-        if self.is_closed() {
-            Err(RejectReason::Closed)
-        } else {
-            Ok(Admission::UNCOUNTED)
-        }
+        uncounted_unless_closed(self)
     }
 
     /// The handle tasks of this executor keep to find their way back,
-    /// which (unlike a user's handle) need not keep the executor open;
-    /// sealed like [`admission`](Executor::admission). `None`: a boxed
-    /// clone of the executor.
-    #[doc(hidden)]
-    fn home(&self, _: Internal) -> Option<Exec> {
+    /// which (unlike a user's handle) need not keep the executor open.
+    /// `None`: a boxed clone of the executor.
+    fn home(&self) -> Option<Exec> {
         None
     }
 
-    /// Sealed: the lock a task of this executor waits for before it runs,
-    /// if the executor is a strand (for task dumps).
-    #[doc(hidden)]
-    fn lock_book(&self, _: Internal) -> Option<LockRef> {
+    /// The lock a task of this executor waits for before it runs, if the
+    /// executor is a strand (for task dumps).
+    fn lock_book(&self) -> Option<LockRef> {
         None
     }
 
-    /// Sealed: whether a step chained on a task of this executor, before
-    /// the task's first poll has ended, may wait in line behind that poll
+    /// Whether a step chained on a task of this executor, before the
+    /// task's first poll has ended, may wait in line behind that poll
     /// (ground rule 7 in `future::then`). Only where that changes nothing
     /// a user can rely on: an executor that promises no order between its
     /// tasks, never refuses a task it admitted, and never drops a runnable
     /// under a lock its `schedule` takes (the pool and the simulation).
-    #[doc(hidden)]
-    fn lets_steps_wait_in_line(&self, _: Internal) -> bool {
+    fn lets_steps_wait_in_line(&self) -> bool {
         false
     }
 }
 
-/// A strand's record of who holds it, as [`Executor::lock_book`] hands it
+/// A user's executor's admission: refused once closed, counted by nobody.
+fn uncounted_unless_closed<E: Executor + ?Sized>(ex: &E) -> Result<Admission, RejectReason> {
+    if ex.is_closed() {
+        Err(RejectReason::Closed)
+    } else {
+        Ok(Admission::UNCOUNTED)
+    }
+}
+
+/// A strand's record of who holds it, as [`Own::lock_book`] hands it
 /// out; opaque.
 #[doc(hidden)]
 pub struct LockRef(pub(crate) Arc<crate::dump::records::LockBook>);
 
-/// What only viaduct can name: the key to [`Executor`]'s sealed methods.
+/// What only viaduct can name: the key to [`Executor::own`], its sealed method.
 #[derive(Clone, Copy)]
 pub struct Internal(());
 
@@ -288,20 +301,48 @@ impl fmt::Debug for Internal {
 /// The key, for viaduct's own calls.
 pub(crate) const INTERNAL: Internal = Internal(());
 
+/// Admits a new task on `ex`, waiting for room in a bounded executor if
+/// `wait`.
+pub(crate) fn admission_of<E: Executor + ?Sized>(
+    ex: &E,
+    wait: bool,
+) -> Result<Admission, RejectReason> {
+    match ex.own(INTERNAL) {
+        Some(own) => own.admission(wait),
+        None => uncounted_unless_closed(ex),
+    }
+}
+
 /// Admits a new task, without waiting for room.
 pub(crate) fn try_admit<E: Executor + ?Sized>(ex: &E) -> Result<Admission, RejectReason> {
-    ex.admission(false, INTERNAL)
+    admission_of(ex, false)
 }
 
 /// Admits a new task, waiting for room in a bounded executor.
 pub(crate) fn admit<E: Executor + ?Sized>(ex: &E) -> Result<Admission, RejectReason> {
-    ex.admission(true, INTERNAL)
+    admission_of(ex, true)
 }
 
-/// The handle a task of `ex` keeps: the executor's own, or a boxed clone.
+/// The handle a task of `ex` keeps: the executor's own, else `ex` itself
+/// if it is an `Exec`, else a boxed clone.
 pub(crate) fn home_of<E: Executor + Clone>(ex: &E) -> Exec {
-    ex.home(INTERNAL)
-        .unwrap_or_else(|| Exec(Arc::new(ex.clone())))
+    if let Some(home) = ex.own(INTERNAL).and_then(Own::home) {
+        return home;
+    }
+    match (ex as &dyn std::any::Any).downcast_ref::<Exec>() {
+        Some(exec) => exec.clone(),
+        None => Exec(Arc::new(ex.clone())),
+    }
+}
+
+/// The lock a task on `ex` waits for before it runs, if `ex` is a strand.
+pub(crate) fn lock_book_of(ex: &Exec) -> Option<LockRef> {
+    ex.own(INTERNAL).and_then(Own::lock_book)
+}
+
+/// See [`Own::lets_steps_wait_in_line`].
+pub(crate) fn lets_steps_wait_in_line(ex: &Exec) -> bool {
+    ex.own(INTERNAL).is_some_and(Own::lets_steps_wait_in_line)
 }
 
 /// Any executor, type-erased: a cheap, clonable `Arc<dyn Executor>`.
@@ -387,17 +428,8 @@ impl Executor for Exec {
     fn name(&self) -> &str {
         self.0.name()
     }
-    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
-        self.0.admission(wait, key)
-    }
-    fn home(&self, key: Internal) -> Option<Exec> {
-        Some(self.0.home(key).unwrap_or_else(|| self.clone()))
-    }
-    fn lock_book(&self, key: Internal) -> Option<LockRef> {
-        self.0.lock_book(key)
-    }
-    fn lets_steps_wait_in_line(&self, key: Internal) -> bool {
-        self.0.lets_steps_wait_in_line(key)
+    fn own(&self, key: Internal) -> Option<&dyn Own> {
+        self.0.own(key)
     }
 }
 
@@ -424,14 +456,20 @@ impl<E: Executor> Executor for Erased<E> {
     fn name(&self) -> &str {
         self.executor.name()
     }
-    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
-        self.executor.admission(wait, key)
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
     }
-    fn home(&self, _: Internal) -> Option<Exec> {
+}
+
+impl<E: Executor> Own for Erased<E> {
+    fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
+        admission_of(&self.executor, wait)
+    }
+    fn home(&self) -> Option<Exec> {
         Some(self.home.clone())
     }
-    fn lock_book(&self, key: Internal) -> Option<LockRef> {
-        self.executor.lock_book(key)
+    fn lock_book(&self) -> Option<LockRef> {
+        self.executor.own(INTERNAL).and_then(Own::lock_book)
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, LazyLock};
 
 use crate::executor::Runnable;
-use crate::executor::{Exec, Executor, Internal};
+use crate::executor::{Exec, Executor, Internal, Own};
 
 /// Runs each runnable right away, on the thread that schedules it.
 ///
@@ -81,8 +81,13 @@ impl Executor for Inline {
         first.run();
         while run_one_queued() {}
     }
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
+    }
+}
 
-    fn home(&self, _: Internal) -> Option<Exec> {
+impl Own for Inline {
+    fn home(&self) -> Option<Exec> {
         static INLINE: LazyLock<Exec> = LazyLock::new(|| Exec(Arc::new(Inline)));
         Some(INLINE.clone())
     }

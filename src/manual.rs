@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use event_listener::{Event, Listener};
 
 use crate::executor::Runnable;
-use crate::executor::{Exec, Executor, Internal};
+use crate::executor::{Exec, Executor, Internal, Own};
 use crate::metrics::ManualMetrics;
 use crate::signal::poll_to_end;
 use crate::spawn::impl_spawn;
@@ -382,7 +382,13 @@ impl Executor for ManualExecutor {
     fn try_run_one(&self) -> bool {
         self.shared.try_run_one()
     }
-    fn home(&self, _: Internal) -> Option<Exec> {
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
+    }
+}
+
+impl Own for ManualExecutor {
+    fn home(&self) -> Option<Exec> {
         Some(Exec(self.shared.clone()))
     }
 }

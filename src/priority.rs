@@ -63,7 +63,7 @@ use std::task::{Context, Poll, Waker};
 use crate::admission::Admission;
 use crate::error::RejectReason;
 use crate::executor::Runnable;
-use crate::executor::{home_of, Exec, Executor, Internal, INTERNAL};
+use crate::executor::{admission_of, home_of, Exec, Executor, Internal, Own};
 use crate::spawn::impl_spawn;
 use crate::task::{create_daemon, spawn_or_reject, Daemon, JoinHandle};
 use crate::task_id::TaskKind;
@@ -247,7 +247,7 @@ impl PriorityExecutor {
             shared: shared.clone(),
             priority,
         }));
-        spawn_or_reject(exec, future, shared.admission(true, INTERNAL))
+        spawn_or_reject(exec, future, shared.admission(true))
     }
 
     /// Runs `f` at `priority`, fire-and-forget (dropped unrun if the
@@ -423,11 +423,11 @@ impl Shared {
         self.refused() || self.inner.is_closed()
     }
 
-    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
+    fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         if self.refused() {
             return Err(RejectReason::Closed);
         }
-        self.inner.admission(wait, key)
+        admission_of(&self.inner, wait)
     }
 }
 
@@ -472,8 +472,14 @@ impl Executor for Level {
     fn is_closed(&self) -> bool {
         self.shared.is_closed()
     }
-    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
-        self.shared.admission(wait, key)
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
+    }
+}
+
+impl Own for Level {
+    fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
+        self.shared.admission(wait)
     }
 }
 
@@ -490,10 +496,16 @@ macro_rules! via_level {
             fn is_closed(&self) -> bool {
                 self.level.is_closed()
             }
-            fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
-                self.level.admission(wait, key)
+            fn own(&self, _: Internal) -> Option<&dyn Own> {
+                Some(self)
             }
-            fn home(&self, _: Internal) -> Option<Exec> {
+        }
+
+        impl Own for $ty {
+            fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
+                self.level.admission(wait)
+            }
+            fn home(&self) -> Option<Exec> {
                 Some(Exec(self.level.clone()))
             }
         }

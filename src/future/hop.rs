@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use crate::error::RejectReason;
-use crate::executor::{home_of, Exec, Executor, INTERNAL};
+use crate::executor::{home_of, Exec, Executor};
 use crate::task::with_task_polled_by;
 
 /// Moves the current task to `ex`: from its next poll on, the task runs on
@@ -168,9 +168,8 @@ impl Future for TryHop {
             let task = task.ok_or(HopError::NotInTask)?;
             // The target counts the task from here on, as it would a task
             // spawned on it; the executor it leaves stops counting it.
-            let admission = target
-                .admission(wait, INTERNAL)
-                .map_err(HopError::Rejected)?;
+            let admission =
+                crate::executor::admission_of(&target, wait).map_err(HopError::Rejected)?;
             // SAFETY: `with_task_polled_by` gave the task being polled here.
             unsafe { task.move_to(target, admission) };
             Ok(())

@@ -63,7 +63,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
 use crate::error::TaskError;
-use crate::executor::{Executor, INTERNAL};
+use crate::executor::Executor;
 use crate::loom::lock_std;
 use crate::task::{
     abort_chain, admitted_or_rejected, create_fallible, AbortStep, JoinHandle, Upstream,
@@ -341,7 +341,7 @@ impl<T: Send + 'static> JoinHandle<T> {
             Err(refused) => return refused,
         };
         let may_wait_in_line =
-            self.holds_only_next_executor() && ex.lets_steps_wait_in_line(INTERNAL);
+            self.holds_only_next_executor() && crate::executor::lets_steps_wait_in_line(&ex);
         let link = Arc::new(Link {
             slot: Mutex::new(Slot::Before(self)),
         });

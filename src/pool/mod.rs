@@ -63,7 +63,7 @@ use event_listener::{Event, Listener};
 use crate::admission::{admitting_past_limit, Admission, Sink, Tracker, TrackerHeader};
 use crate::error::{drop_payload, PanicPayload, RejectReason};
 use crate::executor::Runnable;
-use crate::executor::{Exec, Executor, Internal};
+use crate::executor::{Exec, Executor, Internal, Own};
 use crate::spawn::impl_spawn;
 use crate::task::Metadata;
 use job::Job;
@@ -766,15 +766,16 @@ impl Executor for Shared {
         worker::try_run_one(self)
     }
 
-    fn lets_steps_wait_in_line(&self, _: Internal) -> bool {
-        true
-    }
-
     fn name(&self) -> &str {
         &self.name
     }
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
+    }
+}
 
-    fn admission(&self, wait: bool, _: Internal) -> Result<Admission, RejectReason> {
+impl Own for Shared {
+    fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         loop {
             match self.count_in(self.max_pending) {
                 Err(RejectReason::Full) if wait && admitting_past_limit() => {
@@ -784,6 +785,10 @@ impl Executor for Shared {
                 other => return other,
             }
         }
+    }
+
+    fn lets_steps_wait_in_line(&self) -> bool {
+        true
     }
 }
 
@@ -840,10 +845,17 @@ impl Executor for ThreadPool {
     fn name(&self) -> &str {
         &self.shared.name
     }
-    fn admission(&self, wait: bool, key: Internal) -> Result<Admission, RejectReason> {
-        self.shared.admission(wait, key)
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
     }
-    fn home(&self, _: Internal) -> Option<Exec> {
+}
+
+impl Own for ThreadPool {
+    fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
+        self.shared.admission(wait)
+    }
+
+    fn home(&self) -> Option<Exec> {
         Some(Exec(self.shared.clone()))
     }
 }

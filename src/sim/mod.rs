@@ -103,7 +103,7 @@ use crate::context::Driver;
 use crate::dump::records::{Books, Here};
 use crate::dump::TaskDump;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
-use crate::executor::{Exec, Executor, Internal, Runnable};
+use crate::executor::{Exec, Executor, Internal, Own, Runnable};
 use crate::spawn::ExecutorExt;
 use crate::task::Metadata;
 use crate::time::Timer;
@@ -871,16 +871,21 @@ impl Executor for Shared {
     fn name(&self) -> &str {
         "simulation"
     }
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
+    }
+}
 
-    fn admission(&self, _wait: bool, _: Internal) -> Result<Admission, RejectReason> {
+impl Own for Shared {
+    fn admission(&self, _wait: bool) -> Result<Admission, RejectReason> {
         self.count_in()
     }
 
-    fn home(&self, _: Internal) -> Option<Exec> {
+    fn home(&self) -> Option<Exec> {
         self.me.upgrade().map(|s| Exec(s))
     }
 
-    fn lets_steps_wait_in_line(&self, _: Internal) -> bool {
+    fn lets_steps_wait_in_line(&self) -> bool {
         true
     }
 }

@@ -112,7 +112,7 @@ use crate::admission::Admission;
 use crate::dump::records::{LockBook, LockKind};
 use crate::error::RejectReason;
 use crate::executor::LockRef;
-use crate::executor::{home_of, Exec, Executor, Internal, Runnable};
+use crate::executor::{home_of, Exec, Executor, Internal, Own, Runnable};
 use crate::section;
 use crate::spawn::impl_spawn;
 use crate::task::{current_task_id, spawn_or_reject, JoinHandle};
@@ -361,10 +361,17 @@ impl Executor for Strand {
     fn is_closed(&self) -> bool {
         self.shared.core.is_closed()
     }
-    fn admission(&self, wait: bool, _: Internal) -> Result<Admission, RejectReason> {
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
+    }
+}
+
+impl Own for Strand {
+    fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         self.shared.core.admission(wait)
     }
-    fn home(&self, _: Internal) -> Option<Exec> {
+
+    fn home(&self) -> Option<Exec> {
         Some(Exec(self.shared.clone()))
     }
 }
@@ -432,10 +439,17 @@ impl<D: Send + Sync + 'static> Executor for Shared<D> {
     fn is_closed(&self) -> bool {
         self.core.is_closed()
     }
-    fn admission(&self, wait: bool, _: Internal) -> Result<Admission, RejectReason> {
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
+    }
+}
+
+impl<D: Send + Sync + 'static> Own for Shared<D> {
+    fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         self.core.admission(wait)
     }
-    fn lock_book(&self, _: Internal) -> Option<LockRef> {
+
+    fn lock_book(&self) -> Option<LockRef> {
         Some(LockRef(self.core.book.clone()))
     }
 }

@@ -19,7 +19,7 @@ use super::info::{ABORTED, DONE};
 use crate::admission::Sink;
 use crate::dump::records::{Flag, Noted, WaitOn};
 use crate::error::{ByValue, TaskError};
-use crate::executor::{Exec, Executor, Runnable, TaskInfo, INTERNAL};
+use crate::executor::{lock_book_of, Exec, Runnable, TaskInfo};
 use crate::task_id::TaskId;
 
 /// The step before a continuation, type-erased, as its handle holds it so
@@ -448,7 +448,7 @@ impl<T> Future for JoinHandle<T> {
                     Poll::Pending => {
                         super::current::note_wait(noted, || WaitOn::Task {
                             id: info.record.id,
-                            queued_on: info.with_executor(|ex| ex.lock_book(INTERNAL)).map(|b| b.0),
+                            queued_on: info.with_executor(lock_book_of).map(|b| b.0),
                             ended: Flag::new(&info.record.flags, DONE),
                         });
                         crate::section::check_not_blocking_on("a task or section", || {
