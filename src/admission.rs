@@ -5,7 +5,7 @@
 //! An admission is one word: a [`Sink`], a strong reference to the
 //! counting executor through the [`Tracker`] header it embeds. A task a
 //! user's executor admitted is uncounted; a pool it reaches counts it in
-//! there (`TaskInfo::adopt`). Work queued on a strand is admitted past a
+//! there (`Metadata::adopt`). Work queued on a strand is admitted past a
 //! bounded pool's limit ([`past_limit`]), since the room it would wait for
 //! may be held by the very backlog it waits behind.
 
@@ -18,7 +18,7 @@ use crate::error::PanicPayload;
 /// Who counts a task, held in the task until its future is dropped: an
 /// executor that counts its live tasks, told when the task is over; or
 /// nobody (a user executor admitted it, and a pool it reaches counts it
-/// in, see `TaskInfo::adopt`). One word, so that it is passed in a register: it
+/// in, see `Metadata::adopt`). One word, so that it is passed in a register: it
 /// travels through every spawn.
 pub struct Admission(Option<Sink>);
 

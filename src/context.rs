@@ -7,10 +7,12 @@
 //! worker's records, a section's frame) it holds by address, and only the
 //! owner turns an address back into its type.
 //!
-//! Every part is set by a guard on the stack of whoever enters it (a
-//! poll, a worker, a section, a `block_on`) and restored when that guard
-//! drops, in reverse order: a non-null address in the context points at
-//! something alive on this thread's stack or kept alive by that frame.
+//! Every address in it is set by a guard on the stack of whoever enters
+//! it (a poll, a worker, a section, a `block_on`, a simulation) and
+//! restored when that guard drops, in reverse order: a non-null address in
+//! the context points at something alive on this thread's stack or kept
+//! alive by that frame. The plain values (the next task ids, the timer
+//! shard) are the thread's own, kept for its life.
 
 use std::cell::Cell;
 use std::future::Future;

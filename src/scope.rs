@@ -140,14 +140,6 @@ impl ScopeState {
         // tasks it runs meanwhile note themselves in the worker's records,
         // not the simulation's; the simulated task waiting is not listed
         // there (its world finds its tasks in its own records).
-        // Inside a simulated task, the simulation can neither run the
-        // pool's tasks nor tell their wake-ups from none (it would panic
-        // that nothing will wake, and on a one-thread pool whose worker
-        // runs the simulation, nothing would): wait outside it, helping
-        // the pool if this thread is a worker, as anywhere else. The pool's
-        // tasks it runs meanwhile note themselves in the worker's records,
-        // not the simulation's; the simulated task waiting is not listed
-        // there (its world finds its tasks in its own records).
         let helping = catch_unwind(AssertUnwindSafe(|| {
             crate::context::with_driver(|driver| match driver {
                 Some(driver) => driver.outside(&mut || block_on(ended())),

@@ -275,6 +275,36 @@ fn a_scope_of_the_pool_inside_a_simulation_on_its_only_worker_ends() {
     });
 }
 
+/// The same with a simulation inside a task of another simulation: the
+/// scope's wait steps out of both (stepping out of the inner one only
+/// would run the outer world from inside its own task, and with nothing
+/// to step there it would report that nothing can wake).
+#[test]
+fn a_scope_of_the_pool_inside_nested_simulations_ends() {
+    within("scope in nested simulations", || {
+        let pool = pool("nested-sim-host", 1);
+        let p = pool.clone();
+        let outcome = pool.run(move || {
+            Simulation::new(5).workers(2).block_on(async move {
+                let nested = viaduct::spawn(async move {
+                    Simulation::new(7).workers(2).block_on(async move {
+                        let task = viaduct::spawn(async move {
+                            let mut data = [1, 2, 3];
+                            p.scope(|s| {
+                                s.run(|| data.iter_mut().for_each(|x| *x *= 3));
+                            });
+                            data.iter().sum::<i32>()
+                        });
+                        task.await.unwrap()
+                    })
+                });
+                nested.await.unwrap()
+            })
+        });
+        assert_eq!(block_on(outcome).unwrap().unwrap().unwrap(), 18);
+    });
+}
+
 // 4. Huge thread counts abort the process.
 
 /// `threads(1 << 40)` aborted on a failed allocation and

@@ -48,8 +48,8 @@ const STATE: u8 = 3;
 /// name, its state, and the worker book it is in.
 pub(crate) struct TaskRecord {
     /// The worker book the task is in, if it has waited on a pool worker.
-    /// First, so that it leaves the book before any other field is
-    /// dropped (a dump reads them under the book's lock).
+    /// The record's `Drop` leaves it before anything else goes (a dump
+    /// reads the record under the book's lock).
     booking: BookingSlot,
     pub(crate) id: TaskId,
     /// Where the task was spawned (`#[track_caller]` on every spawn path).
@@ -247,8 +247,9 @@ impl Flag {
 struct TaskPtr(NonNull<TaskRecord>);
 
 // SAFETY: a `TaskPtr` is only dereferenced under its book's lock, while
-// the task is in the book, and so alive (see `TaskPtr`); `TaskRecord` is
-// `Sync`.
+// the task is in the book, and so alive (see `TaskPtr`); what it reads
+// there is atomics and fields fixed at creation (its booking and wait list
+// are read only as `TaskRecord`'s own methods allow).
 unsafe impl Send for TaskPtr {}
 
 /// A pool's records, one per worker.
@@ -411,9 +412,9 @@ pub(crate) fn enter_worker(here: &Here) -> WorkerGuard {
 }
 
 /// Marks the thread as it was before when dropped (a simulation may run
-/// inside a pool's task). the context's worker records is set by `enter_worker` to a `Here` that
-/// outlives this guard, on this thread only, and guards drop in the
-/// reverse order: a non-null the context's worker records is live.
+/// inside a pool's task). `enter_worker` sets the context's worker records
+/// to a `Here` that outlives this guard, on this thread only, and guards
+/// drop in the reverse order: non-null worker records are live.
 pub(crate) struct WorkerGuard(*const Here);
 
 impl Drop for WorkerGuard {
@@ -819,7 +820,7 @@ impl Noted {
             return;
         };
         if records_here().is_null() {
-            return; // not a pool worker: no dump lists the task
+            return; // not a pool's or a simulation's worker: no dump lists the task
         }
         let list = task.waits();
         let order = list.enter(what());

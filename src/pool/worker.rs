@@ -132,11 +132,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         last_look: Cell::new(Instant::now()),
         sharing: Cell::new(false),
     };
-    let driver: &dyn Driver = &ctx;
-    crate::context::with(|c| {
-        c.pool_worker.set((&ctx as *const WorkerCtx).cast());
-        c.driver.set(Some(NonNull::from(driver)));
-    });
+    let driving = Driving::enter(&ctx);
     let watched = ctx.enter_records();
     ctx.hook(ctx.shared.on_start.as_deref());
     loop {
@@ -169,10 +165,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
     }
     ctx.hook(ctx.shared.on_stop.as_deref());
     drop(watched);
-    crate::context::with(|c| {
-        c.pool_worker.set(std::ptr::null());
-        c.driver.set(None);
-    });
+    drop(driving);
     ctx.shared.worker_exited();
 }
 
@@ -534,6 +527,31 @@ fn room_waiters(shared: &Shared) -> std::sync::MutexGuard<'_, Vec<usize>> {
 pub(crate) fn wake_room_waiters(shared: &Shared) {
     for &i in room_waiters(shared).iter() {
         shared.idle.unpark(i);
+    }
+}
+
+/// Makes a worker its thread's pool worker and driver until dropped, also
+/// if the worker's loop unwinds: nothing may find the context pointing at
+/// a frame that is gone.
+struct Driving;
+
+impl Driving {
+    fn enter(ctx: &WorkerCtx) -> Driving {
+        let driver: &dyn Driver = ctx;
+        crate::context::with(|c| {
+            c.pool_worker.set((ctx as *const WorkerCtx).cast());
+            c.driver.set(Some(NonNull::from(driver)));
+        });
+        Driving
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        crate::context::with(|c| {
+            c.pool_worker.set(std::ptr::null());
+            c.driver.set(None);
+        });
     }
 }
 

@@ -241,14 +241,18 @@ const MAX_WORKERS: usize = 1 << 17;
 
 /// A simulation running on this thread, innermost, as its driver: its
 /// executor and clock are the ambient ones, and `block_on` runs the
-/// world while it waits. Boxed, so that what the context points at stays
-/// put; dropped, it puts back what was there before.
-struct Active {
+/// world while it waits. Dropped, it puts back what was there before.
+struct Running {
     shared: Arc<Shared>,
     exec: Exec,
     /// The context's driver, executor and timer before this one entered.
     outer: Cell<Outer>,
 }
+
+/// Owns a [`Running`] on the heap, where the context points at it, by a
+/// raw pointer: the context's pointers and this one are all derived from
+/// the same `Box::into_raw`, so moving the guard moves no `Box` under them.
+struct Active(NonNull<Running>);
 
 #[derive(Clone, Copy)]
 struct Outer {
@@ -258,8 +262,8 @@ struct Outer {
 }
 
 impl Active {
-    fn enter(shared: &Arc<Shared>) -> Box<Active> {
-        let active = Box::new(Active {
+    fn enter(shared: &Arc<Shared>) -> Active {
+        let running = NonNull::from(Box::leak(Box::new(Running {
             shared: shared.clone(),
             exec: Exec(shared.clone()),
             outer: Cell::new(Outer {
@@ -267,17 +271,19 @@ impl Active {
                 exec: std::ptr::null(),
                 timer: std::ptr::null(),
             }),
-        });
-        let driver: &dyn Driver = &*active;
-        let me = Outer {
+        })));
+        // SAFETY: just leaked, freed only by this guard's drop.
+        let me = unsafe { running.as_ref() };
+        let driver: &dyn Driver = me;
+        let here = Outer {
             driver: Some(NonNull::from(driver)),
-            exec: &active.exec,
-            timer: &active.shared.timer,
+            exec: &me.exec,
+            timer: &me.shared.timer,
         };
-        // SAFETY: the box keeps what `me` points at alive, and puts back
-        // what it replaced when it drops.
-        active.outer.set(unsafe { me.install() });
-        active
+        // SAFETY: the guard keeps what `here` points at alive, and puts
+        // back what it replaced when it drops.
+        me.outer.set(unsafe { here.install() });
+        Active(running)
     }
 }
 
@@ -302,16 +308,20 @@ impl Outer {
 
 impl Drop for Active {
     fn drop(&mut self) {
+        // SAFETY: leaked by `enter` for this guard alone, still alive.
+        let outer = unsafe { self.0.as_ref() }.outer.get();
         // SAFETY: putting back what `enter` replaced, which was alive
-        // before this simulation ran here and is still.
-        unsafe { self.outer.get().install() };
-        // The `Arc`s drop after this, with the context put back: the last
-        // reference to a world ends it, which runs drops that may look
-        // the context up.
+        // before this simulation ran here and is still. From here on the
+        // context holds no pointer into the `Running`.
+        unsafe { outer.install() };
+        // SAFETY: leaked by `enter`; nothing points into it any more. Its
+        // `Arc`s drop with the context put back: the last reference to a
+        // world ends it, which runs drops that may look the context up.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
 }
 
-impl Driver for Active {
+impl Driver for Running {
     fn block_on(&self, fut: Pin<&mut dyn Future<Output = ()>>) {
         let shared = &self.shared;
         crate::signal::poll_to_end(
@@ -352,7 +362,11 @@ impl Driver for Active {
         // SAFETY: what was there before this simulation entered is alive
         // (it was, and its owner is further up this thread's stack).
         let _back = Back(unsafe { self.outer.get().install() });
-        f();
+        // Out of an enclosing simulation too, if this one runs inside one.
+        crate::context::with_driver(|driver| match driver {
+            Some(driver) => driver.outside(f),
+            None => f(),
+        });
     }
 }
 

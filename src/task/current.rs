@@ -24,7 +24,7 @@ fn current<R>(f: impl FnOnce(&Cell<(*const (), *const ())>) -> R) -> R {
 /// returned guard drops, which restores the one it was nested in.
 #[inline]
 pub(crate) fn enter(info: &TaskInfo, waker: &Waker) -> Entered {
-    let me = (info as *const TaskInfo as *const (), waker.data());
+    let me = (task_id(info), waker.data());
     Entered(current(|c| c.replace(me)))
 }
 
@@ -114,7 +114,8 @@ pub(crate) fn current_task() -> Option<TaskId> {
     with_current_task(|t| t.map(|t| t.record.id))
 }
 
-/// A task's identity for [`section`](crate::section).
+/// A task's identity for [`section`](crate::section) and for the fault
+/// protocol: the address of its metadata.
 pub(crate) fn task_id(info: &TaskInfo) -> *const () {
     info as *const TaskInfo as *const ()
 }

@@ -142,7 +142,7 @@ impl<F> Drop for TaskFuture<'_, F> {
         // once more, to drop its future, ends here).
         // SAFETY: whoever drops the future holds the runnable.
         let admission = unsafe { self.info.replace_admission(Admission::UNCOUNTED) };
-        if !self.completed && fault::dropped_while_scheduling(task_address(self.info)) {
+        if !self.completed && fault::dropped_while_scheduling(current::task_id(self.info)) {
             // Dropped unfinished inside the task's own executor's
             // `schedule`: the handle waits for that call to end, to tell a
             // panicking `schedule` from a refusal (see `fault`).
@@ -291,7 +291,7 @@ where
         let yielded = if how.woken_while_running { YIELDED } else { 0 };
         info.record.state.store(QUEUED | yielded, Ordering::Relaxed);
         fault::catching(
-            task_address(info),
+            current::task_id(info),
             || info.fault_if_any(),
             || info.with_executor(|ex| ex.schedule(runnable)),
         );
@@ -314,9 +314,4 @@ where
         )
     };
     (runnable, task)
-}
-
-/// A task's identity while its executor's `schedule` runs (see `fault`).
-fn task_address(info: &TaskInfo) -> *const () {
-    (info as *const TaskInfo).cast()
 }
