@@ -340,8 +340,8 @@ impl WorkerBook {
 
 /// Where a task is booked, if it is: set by the poll that books it, taken
 /// when its future is dropped (both hold the task's runnable, one at a
-/// time), or when the task's metadata is (async-task may free a task
-/// without dropping its future).
+/// time), or by its record's `Drop` (async-task may free a task without
+/// dropping its future).
 #[derive(Default)]
 pub(crate) struct BookingSlot(UnsafeCell<Option<Booking>>);
 
@@ -363,13 +363,6 @@ impl BookingSlot {
             // Dropped unlocked: a waker's drop may run an executor's code.
             drop(left);
         }
-    }
-}
-
-impl Drop for BookingSlot {
-    #[inline]
-    fn drop(&mut self) {
-        Self::leave(self.0.get_mut());
     }
 }
 

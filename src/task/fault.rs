@@ -49,12 +49,13 @@ enum Fault {
     Refused(RejectReason),
 }
 
-/// A task's fault, if it has one: rare, so boxed behind a flag that the
-/// common case reads alone.
+/// A task's fault, if it has one, behind a flag that a task which only
+/// hopped reads alone. It lives in the task's rare part, which only a task
+/// that hops or faults makes.
 #[derive(Default)]
 pub(crate) struct FaultSlot {
     faulted: AtomicBool,
-    fault: Mutex<Option<Box<Fault>>>,
+    fault: Mutex<Option<Fault>>,
 }
 
 impl FaultSlot {
@@ -66,7 +67,7 @@ impl FaultSlot {
     pub(crate) fn began(&self, sink: Option<Sink>) {
         let mut fault = crate::loom::lock_std(&self.fault);
         if fault.is_none() {
-            *fault = Some(Box::new(Fault::Unwinding { sink, waiter: None }));
+            *fault = Some(Fault::Unwinding { sink, waiter: None });
             self.faulted.store(true, Ordering::Release);
         }
     }
@@ -85,15 +86,15 @@ impl FaultSlot {
             return;
         }
         let mut fault = crate::loom::lock_std(&self.fault);
-        let waiter = match fault.as_deref_mut() {
+        let waiter = match fault.as_mut() {
             Some(Fault::Unwinding { sink, waiter }) => {
                 let waiter = waiter.take();
                 let sink = sink.take();
                 *fault = panicked.map(|payload| {
-                    Box::new(Fault::Panicked(Failure {
+                    Fault::Panicked(Failure {
                         error: Some(TaskError::Panicked(Panic::new(payload))),
                         sink,
-                    }))
+                    })
                 });
                 waiter
             }
@@ -121,7 +122,7 @@ impl FaultSlot {
             return None;
         }
         let mut fault = crate::loom::lock_std(&self.fault);
-        match fault.as_deref_mut() {
+        match fault.as_mut() {
             Some(Fault::Unwinding { waiter, .. }) => {
                 *waiter = Some(cx.waker().clone());
                 Some(Poll::Pending)
@@ -137,7 +138,7 @@ impl FaultSlot {
     /// Marks the task refused by the executor it was scheduled on, before
     /// its runnable is dropped: its handle says `Rejected(reason)`.
     pub(crate) fn refuse(&self, reason: RejectReason) {
-        *crate::loom::lock_std(&self.fault) = Some(Box::new(Fault::Refused(reason)));
+        *crate::loom::lock_std(&self.fault) = Some(Fault::Refused(reason));
         self.faulted.store(true, Ordering::Release);
     }
 }

@@ -217,14 +217,6 @@ impl<H, R: Parkable> Metadata<H, R> {
         self.set_executor(ex);
     }
 
-    /// Marks the task refused by the executor it was scheduled on, before
-    /// its runnable is dropped: its handle says `Rejected(reason)`.
-    pub(crate) fn refuse(&self, reason: RejectReason) {
-        self.fault().refuse(reason);
-    }
-}
-
-impl<H, R: Parkable> Metadata<H, R> {
     /// For an executor that counts its tasks, in its `schedule`: if nobody
     /// counts the task of `runnable` yet (a user's executor admitted it and
     /// forwarded it here), count it in with `admit`. If that fails, the task is
@@ -252,7 +244,8 @@ impl<H, R: Parkable> Metadata<H, R> {
                 Some(runnable)
             }
             Err(reason) => {
-                info.refuse(reason);
+                // Its handle says `Rejected(reason)`.
+                info.fault().refuse(reason);
                 drop(runnable);
                 None
             }
