@@ -10,7 +10,7 @@
 //! # Ground rules
 //!
 //! 1. A step's task owns the handle of the step before it, in a [`Link`] it
-//!    shares with its own handle (as `JoinHandle::upstream`). The link's slot
+//!    shares with its own handle (as the upstream of its chain). The link's slot
 //!    is the only way to reach the earlier handle.
 //! 2. The step takes the earlier step's result as soon as it is ready, and
 //!    drops the earlier handle's own link then. A finished prefix of a
@@ -106,7 +106,7 @@ impl<T> Link<T> {
         // Taken out, so the lock is not held while aborting runs other code
         // (on `Inline`, cancelling a task drops its future right here).
         let mut handle = lock_std(&self.slot).take_before()?;
-        let before = handle.upstream.take();
+        let before = handle.take_upstream();
         handle.abort();
         before
     }
@@ -134,7 +134,7 @@ impl<T> Future for Previous<T> {
         let result = ready!(Pin::new(handle).poll(cx));
         let mut spent = slot.take_before().expect("matched just above");
         // Dropped unlocked: freeing it may free the links further back.
-        let before = spent.upstream.take();
+        let before = spent.take_upstream();
         let spent = if spent.holds_only_next_executor() {
             *slot = Slot::Spent(spent);
             None
@@ -320,7 +320,7 @@ impl<T: Send + 'static> JoinHandle<T> {
     /// assert_eq!(block_on(names).unwrap(), ["cpu-0", "io-0", "io-0"]);
     /// ```
     pub fn via<E: Executor + Clone>(mut self, ex: &E) -> JoinHandle<T> {
-        self.next = Some(crate::executor::home_of(ex));
+        self.set_next(crate::executor::home_of(ex));
         self
     }
 
@@ -363,7 +363,7 @@ impl<T: Send + 'static> JoinHandle<T> {
             // Scheduled unlocked: on `Inline` the step runs right here.
             Err(runnable) => runnable.schedule(),
         }
-        handle.upstream = Some(Upstream(link));
+        handle.set_upstream(Upstream(link));
         handle
     }
 }

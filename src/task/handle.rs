@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
@@ -63,10 +64,18 @@ pub(crate) fn abort_chain(mut next: Option<Upstream>) {
 #[must_use = "dropping a JoinHandle detaches the task; await it to see how it ended"]
 pub struct JoinHandle<T> {
     state: State<T>,
+    /// What only handles in a chain carry (see [`Chain`]): boxed, so that
+    /// the others do not.
+    chain: Option<Box<Chain>>,
+}
+
+/// What `via` and `then` add to a handle.
+#[derive(Default)]
+struct Chain {
     /// The executor for continuations, where `via` chose one.
-    pub(crate) next: Option<Exec>,
+    next: Option<Exec>,
     /// For a continuation, the step before it, which `abort` cancels too.
-    pub(crate) upstream: Option<Upstream>,
+    upstream: Option<Upstream>,
 }
 
 enum State<T> {
@@ -75,11 +84,19 @@ enum State<T> {
         /// First, so dropped first: the noted wait points into the task's
         /// metadata, which `waker` keeps alive.
         noted: Noted,
-        task: Option<FallibleTask<Outcome<T>, TaskInfo>>,
+        /// Detached when the handle drops (taken out there, once).
+        task: ManuallyDrop<FallibleTask<Outcome<T>, TaskInfo>>,
         info: InfoRef,
         /// Wakes the task to be aborted (and keeps its allocation alive).
         waker: Waker,
     },
+    /// No task. One variant, not two: the pointers of `Running` can each
+    /// tell it apart from one other variant, so the handle needs no tag.
+    Born(Born<T>),
+}
+
+/// A handle that never had a task: born finished.
+enum Born<T> {
     /// Boxed: rare (a refusal, a section run on the spot that panicked),
     /// and the largest variant, which every handle would pay for.
     Failed(Box<Failed>),
@@ -235,12 +252,11 @@ impl<T> JoinHandle<T> {
         JoinHandle {
             state: State::Running {
                 info: InfoRef(NonNull::from(task.metadata())),
-                task: Some(task.fallible()),
+                task: ManuallyDrop::new(task.fallible()),
                 waker,
                 noted: Noted::default(),
             },
-            next: None,
-            upstream: None,
+            chain: None,
         }
     }
 
@@ -252,15 +268,14 @@ impl<T> JoinHandle<T> {
     /// handle is dropped without reading it, the payload goes to `sink`.
     pub(crate) fn failed_reporting(error: TaskError, exec: Exec, sink: Option<Sink>) -> Self {
         JoinHandle {
-            state: State::Failed(Box::new(Failed {
+            state: State::Born(Born::Failed(Box::new(Failed {
                 failure: Failure {
                     error: Some(error),
                     sink,
                 },
                 exec,
-            })),
-            next: None,
-            upstream: None,
+            }))),
+            chain: None,
         }
     }
 
@@ -269,12 +284,11 @@ impl<T> JoinHandle<T> {
     #[inline]
     pub(crate) fn ready(value: T, exec: Exec) -> Self {
         JoinHandle {
-            state: State::Ready {
+            state: State::Born(Born::Ready {
                 value: Some(ByValue(value)),
                 exec,
-            },
-            next: None,
-            upstream: None,
+            }),
+            chain: None,
         }
     }
 
@@ -327,7 +341,7 @@ impl<T> JoinHandle<T> {
                 State::Running { info, waker, .. } => Some((*info, waker.clone())),
                 _ => None,
             },
-            upstream: self.upstream.clone(),
+            upstream: self.upstream().cloned(),
         }
     }
 
@@ -381,6 +395,33 @@ impl<T> JoinHandle<T> {
         }
     }
 
+    /// The executor `via` chose for continuations, if it did.
+    fn next(&self) -> Option<&Exec> {
+        self.chain.as_ref()?.next.as_ref()
+    }
+
+    /// Continuations chained on this handle run on `ex` (`via`).
+    pub(crate) fn set_next(&mut self, ex: Exec) {
+        self.chain.get_or_insert_with(Box::default).next = Some(ex);
+    }
+
+    /// For a continuation, the step before it.
+    fn upstream(&self) -> Option<&Upstream> {
+        self.chain.as_ref()?.upstream.as_ref()
+    }
+
+    /// This handle's task is a continuation of `upstream`: aborting it
+    /// cancels that step too, if it has not started.
+    pub(crate) fn set_upstream(&mut self, upstream: Upstream) {
+        self.chain.get_or_insert_with(Box::default).upstream = Some(upstream);
+    }
+
+    /// Takes out the step before this continuation, if any: the handle
+    /// forgets it.
+    pub(crate) fn take_upstream(&mut self) -> Option<Upstream> {
+        self.chain.as_mut()?.upstream.take()
+    }
+
     /// Lets `next`, the runnable of a continuation chained on this handle,
     /// wait in line behind the task's first poll (see `successor`); hands
     /// it back, to be scheduled now, if that poll is over or there is no
@@ -388,7 +429,7 @@ impl<T> JoinHandle<T> {
     pub(crate) fn queue_behind(&self, next: Runnable) -> Result<(), Runnable> {
         match &self.state {
             State::Running { info, .. } => info.get().successor.park(next),
-            State::Failed(_) | State::Ready { .. } => Err(next),
+            State::Born(_) => Err(next),
         }
     }
 
@@ -404,24 +445,24 @@ impl<T> JoinHandle<T> {
     /// continuation chained on this handle runs on (no `via`, no hop):
     /// keeping the handle beside that continuation keeps nothing else.
     pub(crate) fn holds_only_next_executor(&self) -> bool {
-        self.next.is_none()
+        self.next().is_none()
             && match &self.state {
                 State::Running { info, .. } => !info.get().has_hopped(),
                 // Their executor is the one `executor` names.
-                State::Failed(_) | State::Ready { .. } => true,
+                State::Born(_) => true,
             }
     }
 
     /// The executor continuations of this handle run on: the one `via`
     /// chose, else the one the task was spawned on.
     pub(crate) fn executor(&self) -> Exec {
-        if let Some(ex) = &self.next {
+        if let Some(ex) = self.next() {
             return ex.clone();
         }
         match &self.state {
             State::Running { info, .. } => info.get().executor(),
-            State::Failed(failed) => failed.exec.clone(),
-            State::Ready { exec, .. } => exec.clone(),
+            State::Born(Born::Failed(failed)) => failed.exec.clone(),
+            State::Born(Born::Ready { exec, .. }) => exec.clone(),
         }
     }
 }
@@ -437,9 +478,8 @@ impl<T> Future for JoinHandle<T> {
                 task, info, noted, ..
             } => {
                 let info = info.get();
-                let task = task.as_mut().expect("task is held until drop");
                 std::task::ready!(crate::coop::poll_proceed(cx));
-                let polled = Pin::new(task).poll(cx);
+                let polled = Pin::new(&mut **task).poll(cx);
                 if polled.is_ready() {
                     crate::coop::spend();
                     noted.done();
@@ -468,7 +508,7 @@ impl<T> Future for JoinHandle<T> {
             }
             // Born finished (a section run on the spot, a refused task):
             // as ready as a finished task, so it spends budget the same.
-            State::Failed(failed) => {
+            State::Born(Born::Failed(failed)) => {
                 std::task::ready!(crate::coop::poll_proceed(cx));
                 crate::coop::spend();
                 Poll::Ready(Err(failed
@@ -477,7 +517,7 @@ impl<T> Future for JoinHandle<T> {
                     .take()
                     .expect("JoinHandle polled after it returned its result")))
             }
-            State::Ready { value, .. } => {
+            State::Born(Born::Ready { value, .. }) => {
                 std::task::ready!(crate::coop::poll_proceed(cx));
                 crate::coop::spend();
                 Poll::Ready(Ok(value
@@ -492,9 +532,8 @@ impl<T> Future for JoinHandle<T> {
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
         if let State::Running { task, .. } = &mut self.state {
-            if let Some(task) = task.take() {
-                task.detach();
-            }
+            // SAFETY: taken once, here, and the handle is not used again.
+            unsafe { ManuallyDrop::take(task) }.detach();
         }
     }
 }
