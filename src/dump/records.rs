@@ -47,10 +47,16 @@ const STATE: u8 = 3;
 /// What stall reports and dumps read of a task, kept in its metadata: its
 /// name, its state, and the worker book it is in.
 pub(crate) struct TaskRecord {
-    /// The worker book the task is in, if it has waited on a pool worker.
-    /// The record's `Drop` leaves it before anything else goes (a dump
-    /// reads the record under the book's lock).
-    booking: BookingSlot,
+    /// The worker book the task is in, if it has waited on a pool worker,
+    /// and its key there (`book_key`). Set by the poll that books the task,
+    /// taken when its future is dropped (both hold the task's runnable, one
+    /// at a time), or by the record's `Drop` (async-task may free a task
+    /// without dropping its future), which leaves the book before anything
+    /// else goes: a dump reads the record under the book's lock. Two
+    /// fields, not one `Option<(Arc, u32)>`, so that the key shares a word
+    /// with the bytes below.
+    book: UnsafeCell<Option<Arc<CachePadded<WorkerBook>>>>,
+    book_key: UnsafeCell<u32>,
     pub(crate) id: TaskId,
     /// Where the task was spawned (`#[track_caller]` on every spawn path).
     pub(crate) location: &'static Location<'static>,
@@ -59,9 +65,11 @@ pub(crate) struct TaskRecord {
     /// The task's lifecycle flags (aborted, done: see `task::info`), here
     /// to share the record's last word.
     pub(crate) flags: AtomicU8,
-    /// What the task waits on: null until one of viaduct's futures notes
-    /// a wait in it, then an `Arc<WaitList>` (from `Arc::into_raw`).
-    waits: std::sync::atomic::AtomicPtr<WaitList>,
+    /// The task's rare part (see `task::info`), null until something
+    /// needs it: a hop, a fault, or a wait that dumps list. The task makes
+    /// and frees it; the record reaches what dumps read of it, which comes
+    /// first in it.
+    pub(crate) rare: std::sync::atomic::AtomicPtr<RareRecord>,
     /// [`QUEUED`] (with [`YIELDED`] if the task woke itself), [`RUNNING`]
     /// or [`WAITING`]. Written only by whoever holds the task's runnable
     /// (the schedule function, the poll), with plain stores; a dump's
@@ -72,12 +80,13 @@ pub(crate) struct TaskRecord {
 impl TaskRecord {
     pub(crate) fn new(id: TaskId, location: &'static Location<'static>, kind: TaskKind) -> Self {
         TaskRecord {
-            booking: BookingSlot::default(),
+            book: UnsafeCell::new(None),
+            book_key: UnsafeCell::new(0),
             id,
             location,
             kind,
             flags: AtomicU8::new(0),
-            waits: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            rare: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             state: AtomicU8::new(QUEUED),
         }
     }
@@ -242,7 +251,7 @@ impl Flag {
 
 /// A booked task's metadata. Only read under its book's lock, which the
 /// task takes to leave the book before its metadata is dropped (see
-/// [`BookingSlot`]).
+/// `TaskRecord::book`).
 #[derive(Clone, Copy)]
 struct TaskPtr(NonNull<TaskRecord>);
 
@@ -338,37 +347,38 @@ impl WorkerBook {
     }
 }
 
-/// Where a task is booked, if it is: set by the poll that books it, taken
-/// when its future is dropped (both hold the task's runnable, one at a
-/// time), or by its record's `Drop` (async-task may free a task without
-/// dropping its future).
-#[derive(Default)]
-pub(crate) struct BookingSlot(UnsafeCell<Option<Booking>>);
-
-impl BookingSlot {
+impl TaskRecord {
     /// Leaves the book, if in one. Inlined: most tasks never waited, and
     /// every task ends here twice (its future, then its metadata).
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the task's runnable, or drops the record (see
+    /// `book`).
     #[inline]
-    fn leave(slot: &mut Option<Booking>) {
-        if slot.is_some() {
-            Self::leave_book(slot);
+    unsafe fn leave_book(&self) {
+        // SAFETY: the caller's contract makes this the only access.
+        if unsafe { (*self.book.get()).is_some() } {
+            // SAFETY: as above.
+            unsafe { self.leave_book_now() }
         }
     }
 
+    /// # Safety
+    ///
+    /// As for [`leave_book`](Self::leave_book).
     #[cold]
     #[inline(never)]
-    fn leave_book(slot: &mut Option<Booking>) {
-        if let Some(b) = slot.take() {
-            let left = lock_std(&b.book.tasks).remove(b.key);
+    unsafe fn leave_book_now(&self) {
+        // SAFETY: as above.
+        if let Some(book) = unsafe { (*self.book.get()).take() } {
+            // SAFETY: as above.
+            let key = unsafe { *self.book_key.get() };
+            let left = lock_std(&book.tasks).remove(key as usize);
             // Dropped unlocked: a waker's drop may run an executor's code.
             drop(left);
         }
     }
-}
-
-struct Booking {
-    book: Arc<CachePadded<WorkerBook>>,
-    key: usize,
 }
 
 /// The worker running on this thread: its book.
@@ -501,9 +511,9 @@ fn enter_book(
 ) {
     // SAFETY: whoever polls the task holds its runnable, as whoever drops
     // it does: one at a time.
-    let booking = unsafe { &mut *record.booking.0.get() };
+    let booked_in = unsafe { &mut *record.book.get() };
     let book = &here.book;
-    if booking.is_some() || (book.world != 0 && pending.is_none()) {
+    if booked_in.is_some() || (book.world != 0 && pending.is_none()) {
         return;
     }
     let worlds = pending.and_then(|p| {
@@ -524,17 +534,17 @@ fn enter_book(
         world: worlds.map(|(waker, aborted)| (waker.clone(), aborted)),
     });
     drop(tasks);
-    *booking = Some(Booking {
-        book: book.clone(),
-        key,
-    });
+    let key = u32::try_from(key).expect("fewer than 2^32 tasks wait on one worker");
+    // SAFETY: as above.
+    unsafe { *record.book_key.get() = key };
+    *booked_in = Some(book.clone());
 }
 
 /// The task's future is being dropped: it leaves its book.
 #[inline]
 pub(crate) fn task_ended(record: &TaskRecord) {
-    // SAFETY: as in `enter_book`.
-    BookingSlot::leave(unsafe { &mut *record.booking.0.get() });
+    // SAFETY: whoever drops the task's future holds its runnable.
+    unsafe { record.leave_book() };
 }
 
 /// Which task holds a `Guarded` value or a strand, and how to name it.
@@ -739,11 +749,21 @@ impl WaitList {
     }
 }
 
-impl TaskRecord {
+/// What dumps read of a task's rare part: what the task waits on. First
+/// in the rare part, so that the record's one pointer reaches both.
+#[derive(Default)]
+pub(crate) struct RareRecord {
+    /// Null until one of viaduct's futures notes a wait in the task, then
+    /// an `Arc<WaitList>` (from `Arc::into_raw`). Set only by the task's
+    /// poller; read by dumps.
+    waits: std::sync::atomic::AtomicPtr<WaitList>,
+}
+
+impl RareRecord {
     /// The task's wait list, if it has one.
     fn waits_if_any(&self) -> Option<&WaitList> {
         // SAFETY: a non-null pointer came from `Arc::into_raw` in `waits`,
-        // and the record holds that count until it drops.
+        // and this holds that count until it drops.
         unsafe { self.waits.load(Acquire).as_ref() }
     }
 
@@ -751,21 +771,12 @@ impl TaskRecord {
     fn waits(&self) -> Arc<WaitList> {
         let mut list = self.waits.load(Acquire);
         if list.is_null() {
-            let new = Arc::into_raw(Arc::new(WaitList::default())).cast_mut();
-            list = match self
-                .waits
-                .compare_exchange(std::ptr::null_mut(), new, AcqRel, Acquire)
-            {
-                Ok(_) => new,
-                Err(theirs) => {
-                    // SAFETY: `new` was never shared; this gives its count back.
-                    drop(unsafe { Arc::from_raw(new) });
-                    theirs
-                }
-            };
+            // Only the task's poller gets here: nobody races this store.
+            list = Arc::into_raw(Arc::new(WaitList::default())).cast_mut();
+            self.waits.store(list, Release);
         }
-        // SAFETY: `list` came from `Arc::into_raw` and the record holds
-        // that count: one more is taken for the caller.
+        // SAFETY: `list` came from `Arc::into_raw` and this holds that
+        // count: one more is taken for the caller.
         unsafe {
             Arc::increment_strong_count(list);
             Arc::from_raw(list)
@@ -773,17 +784,40 @@ impl TaskRecord {
     }
 }
 
-impl Drop for TaskRecord {
+impl Drop for RareRecord {
     fn drop(&mut self) {
-        // Out of the book first: a dump reads the wait list under the
-        // book's lock while the task is in it.
-        BookingSlot::leave(self.booking.0.get_mut());
         let list = *self.waits.get_mut();
         if !list.is_null() {
-            // SAFETY: the record's count, from `Arc::into_raw`, given back
+            // SAFETY: this part's count, from `Arc::into_raw`, given back
             // once.
             drop(unsafe { Arc::from_raw(list) });
         }
+    }
+}
+
+impl TaskRecord {
+    /// The task's wait list, if it has one.
+    fn waits_if_any(&self) -> Option<&WaitList> {
+        // SAFETY: a non-null pointer is the task's rare part, which the
+        // task frees only after it has left its book (see `book`), and
+        // whoever reads the record holds the task alive or reads it in
+        // its book under the book's lock.
+        unsafe { self.rare.load(Acquire).as_ref() }?.waits_if_any()
+    }
+}
+
+impl TaskRecord {
+    /// Leaves the book, if in one, before the record or what it points
+    /// to goes: `&mut` means nothing else reaches the record.
+    pub(crate) fn leave_book_to_go(&mut self) {
+        // SAFETY: as above.
+        unsafe { self.leave_book() };
+    }
+}
+
+impl Drop for TaskRecord {
+    fn drop(&mut self) {
+        self.leave_book_to_go();
     }
 }
 
@@ -799,23 +833,28 @@ impl Noted {
     /// listed as the wait of whoever polls it now, not of the task that
     /// polled it first.
     #[inline]
-    pub(crate) fn waiting(&mut self, task: Option<&TaskRecord>, what: impl FnOnce() -> WaitOn) {
+    pub(crate) fn waiting<'a>(
+        &mut self,
+        task: Option<(&'a TaskRecord, impl FnOnce() -> &'a RareRecord)>,
+        what: impl FnOnce() -> WaitOn,
+    ) {
         if let Some((noted_in, _)) = &self.0 {
             if task
-                .and_then(TaskRecord::waits_if_any)
+                .as_ref()
+                .and_then(|(record, _)| record.waits_if_any())
                 .is_some_and(|w| std::ptr::eq(w, &**noted_in))
             {
                 return;
             }
             self.done();
         }
-        let Some(task) = task else {
+        let Some((_, rare)) = task else {
             return;
         };
         if records_here().is_null() {
             return; // not a pool's or a simulation's worker: no dump lists the task
         }
-        let list = task.waits();
+        let list = rare().waits();
         let order = list.enter(what());
         self.0 = Some((list, order));
     }

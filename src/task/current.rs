@@ -98,7 +98,7 @@ pub(crate) fn list_current_while_blocked() {
 /// waits on what `what` says, for dumps (see [`Noted`]).
 #[inline]
 pub(crate) fn note_wait(noted: &mut Noted, what: impl FnOnce() -> WaitOn) {
-    with_current_task(|t| noted.waiting(t.map(|t| &t.record), what));
+    with_current_task(|t| noted.waiting(t.map(|t| (&t.record, || t.rare_record())), what));
 }
 
 /// The viaduct task being polled on this thread, by address (null if

@@ -9,12 +9,12 @@
 
 use std::cell::UnsafeCell;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::fault::FaultSlot;
 use crate::admission::Admission;
-use crate::dump::records::TaskRecord;
+use crate::dump::records::{RareRecord, TaskRecord};
 use crate::error::RejectReason;
 use crate::successor::{Parkable, Successor};
 use crate::task_id::TaskKind;
@@ -44,8 +44,6 @@ pub struct Metadata<H, R: Parkable> {
     /// The executor the task was spawned on; a hop moves it elsewhere
     /// (see [`Rare`]).
     pub(crate) home: H,
-    /// What few tasks need, made by the first that does: null until then.
-    rare: AtomicPtr<Rare<H>>,
     /// The next item while the runnable sits in a strand's queue: the
     /// queue is intrusive, so submitting to a strand allocates nothing
     /// (see `strand::queue`). A runnable is in one queue at a time.
@@ -55,9 +53,14 @@ pub struct Metadata<H, R: Parkable> {
     pub(crate) successor: Successor<R>,
 }
 
-/// What few tasks need, boxed so that the others do not carry it: where a
-/// hop sent the task, and why it ended inside its executor's `schedule`.
+/// What few tasks need, boxed so that the others do not carry it: what a
+/// dump lists the task waiting on, where a hop sent the task, and why it
+/// ended inside its executor's `schedule`. Made by the first that needs it;
+/// its address is in the record's `rare`, which reaches the first field.
+#[repr(C)]
 struct Rare<H> {
+    /// First, at the box's own address (see above).
+    record: RareRecord,
     /// Set by `hop_to`; read by `schedule`. `hopped` lets a task that only
     /// faulted skip the lock.
     hop: Mutex<Option<H>>,
@@ -72,18 +75,24 @@ impl<H, R: Parkable> Metadata<H, R> {
             admission: UnsafeCell::new(admission),
             record,
             home,
-            rare: AtomicPtr::new(std::ptr::null_mut()),
             strand_link: AtomicUsize::new(0),
             successor: Successor::new(),
         }
     }
 
-    /// The rare part, if a hop or a fault has made it.
+    /// The rare part, if something has made it.
     #[inline]
     fn rare_if_any(&self) -> Option<&Rare<H>> {
-        // SAFETY: a non-null pointer is a `Box` installed by `rare`, freed
-        // only when the metadata is dropped.
-        unsafe { self.rare.load(Ordering::Acquire).as_ref() }
+        // SAFETY: a non-null pointer is a `Box<Rare<H>>` installed by
+        // `rare`, at the address of its first field, and freed only when
+        // the metadata is dropped.
+        unsafe {
+            self.record
+                .rare
+                .load(Ordering::Acquire)
+                .cast::<Rare<H>>()
+                .as_ref()
+        }
     }
 
     /// The rare part, made now if it was not.
@@ -93,13 +102,14 @@ impl<H, R: Parkable> Metadata<H, R> {
             return rare;
         }
         let new = Box::into_raw(Box::new(Rare {
+            record: RareRecord::default(),
             hop: Mutex::new(None),
             hopped: AtomicBool::new(false),
             fault: FaultSlot::default(),
         }));
-        let installed = match self.rare.compare_exchange(
+        let installed = match self.record.rare.compare_exchange(
             std::ptr::null_mut(),
-            new,
+            new.cast(),
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
@@ -107,7 +117,7 @@ impl<H, R: Parkable> Metadata<H, R> {
             Err(theirs) => {
                 // SAFETY: `new` was never shared: this is its only owner.
                 drop(unsafe { Box::from_raw(new) });
-                theirs
+                theirs.cast()
             }
         };
         // SAFETY: as in `rare_if_any`.
@@ -129,6 +139,11 @@ impl<H, R: Parkable> Metadata<H, R> {
     /// The task's fault slot, made now if it had none.
     pub(crate) fn fault(&self) -> &FaultSlot {
         &self.rare().fault
+    }
+
+    /// What dumps read of the rare part, made now if it was not.
+    pub(crate) fn rare_record(&self) -> &RareRecord {
+        &self.rare().record
     }
 }
 
@@ -166,18 +181,22 @@ impl<H: Clone, R: Parkable> Metadata<H, R> {
 
 impl<H, R: Parkable> Drop for Metadata<H, R> {
     fn drop(&mut self) {
-        let rare = *self.rare.get_mut();
+        // Out of the book first: a dump reads the rare part's waits under
+        // the book's lock while the task is in it.
+        self.record.leave_book_to_go();
+        let rare = *self.record.rare.get_mut();
         if !rare.is_null() {
-            // SAFETY: installed by `rare` from `Box::into_raw`, once, and
-            // nothing borrows the metadata any more.
-            drop(unsafe { Box::from_raw(rare) });
+            // SAFETY: installed by `rare` from `Box::into_raw` of a
+            // `Rare<H>` (see `rare_if_any`), once, and nothing borrows the
+            // metadata any more.
+            drop(unsafe { Box::from_raw(rare.cast::<Rare<H>>()) });
         }
     }
 }
 
-// SAFETY: every field but `admission` and the record's booking is `Sync`. Those two
+// SAFETY: every field but `admission` and the record's book is `Sync`. Those two
 // are read and written only by the thread that holds the task's runnable
-// (and `booking` by its `Drop`, once none does): the schedule
+// (and the book by the `Drop`, once none does): the schedule
 // function and the executor's `schedule` it calls (which are handed the
 // runnable), the task's poll (`Runnable::run`) and the drop of its future
 // (by `run`, or by dropping the runnable). async-task lets one thread hold
@@ -267,11 +286,14 @@ impl<H, M> Metadata<H, async_task::Runnable<M>> {
 #[cfg(all(test, target_pointer_width = "64"))]
 mod tests {
     /// What every task carries beside its future: 136 bytes before the
-    /// rare parts (a hop, a fault) moved behind one pointer and the flags
-    /// into a byte; and a task's outcome, 48 before its failure was boxed.
+    /// rare parts (a hop, a fault, then the waits) moved behind one
+    /// pointer, the flags into a byte and the book's key into a `u32`; a
+    /// handle, 88 before what only chains carry was boxed; and a task's
+    /// outcome, 48 before its failure was boxed.
     #[test]
     fn a_task_carries_no_more_than_it_must() {
-        assert!(std::mem::size_of::<crate::executor::TaskInfo>() <= 96);
+        assert!(std::mem::size_of::<crate::executor::TaskInfo>() <= 80);
+        assert!(std::mem::size_of::<crate::JoinHandle<()>>() <= 56);
         assert!(std::mem::size_of::<super::super::fault::Outcome<()>>() <= 16);
     }
 }
