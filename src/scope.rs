@@ -12,7 +12,7 @@ use std::task::{ready, Context, Poll};
 use event_listener::{Event, Listener};
 
 use crate::block_on::block_on;
-use crate::dump::records::{Noted, ScopeBook, WaitOn};
+use crate::dump::records::{Noted, ScopeBook, WaitKey, WaitOn};
 use crate::error::{drop_payload, Panic, PanicPayload, TaskError};
 use crate::loom::lock_std;
 use crate::pool::with_worker;
@@ -121,8 +121,9 @@ impl ScopeState {
     /// tasks are (`block_on` lists the waiting task while it blocks).
     fn wait_all(&self) {
         let all_ended = || self.running.load(Ordering::Acquire) == 0;
+        let key = WaitKey::of(&*self.book);
         let mut noted = Noted::default();
-        crate::task::note_wait(&mut noted, || WaitOn::Scope(self.book.clone()));
+        crate::task::note_wait(&mut noted, key, || WaitOn::Scope(self.book.clone()));
         let ended = || async {
             while !all_ended() {
                 let listener = self.ended.listen();
@@ -157,6 +158,7 @@ impl ScopeState {
                 }
             }
         }
+        noted.done(key);
     }
 }
 

@@ -695,25 +695,37 @@ pub(crate) struct WaitList(Mutex<Waits>);
 struct Waits {
     /// The order the next wait is noted with.
     next_order: u64,
-    waits: Vec<(u64, WaitOn)>,
+    waits: Vec<(u64, WaitKey, WaitOn)>,
+}
+
+/// Tells a noted wait apart from the others in its list: the address of
+/// what it waits on (a lock's book, a task's metadata, a scope's book).
+/// Two waits with one key wait on the same thing, so taking out either
+/// leaves the list as taking out the other would.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WaitKey(usize);
+
+impl WaitKey {
+    pub(crate) fn of<T>(what: &T) -> WaitKey {
+        WaitKey(what as *const T as usize)
+    }
 }
 
 impl WaitList {
-    /// Notes `wait`; its order, to take it out by.
-    fn enter(&self, wait: WaitOn) -> u64 {
+    /// Notes `wait`, to be taken out by `key`.
+    fn enter(&self, key: WaitKey, wait: WaitOn) {
         let mut waits = lock_std(&self.0);
         waits.next_order += 1;
         let order = waits.next_order;
-        waits.waits.push((order, wait));
-        order
+        waits.waits.push((order, key, wait));
     }
 
-    fn leave(&self, order: u64) {
+    fn leave(&self, key: WaitKey) {
         let mut waits = lock_std(&self.0);
         let left = waits
             .waits
             .iter()
-            .position(|(o, _)| *o == order)
+            .position(|(_, k, _)| *k == key)
             .map(|i| waits.waits.swap_remove(i));
         drop(waits);
         drop(left); // after the lock: it may hold the last `Arc` of a book
@@ -725,7 +737,7 @@ impl WaitList {
         let mut read: Vec<NotedWait> = waits
             .waits
             .iter()
-            .map(|(order, wait)| NotedWait {
+            .map(|(order, _, wait)| NotedWait {
                 order: *order,
                 on: match wait {
                     WaitOn::Lock(book) => WaitRead::Lock(book.clone()),
@@ -821,24 +833,26 @@ impl Drop for TaskRecord {
     }
 }
 
-/// A wait noted in its task's [`WaitList`], kept by the future that waits:
-/// taken out when it is done or dropped.
+/// A wait noted in its task's [`WaitList`], kept by the future that waits,
+/// which takes it out by its key when it is done, and before it goes: one
+/// word, which every `JoinHandle` and lock request carries.
 #[derive(Default)]
-pub(crate) struct Noted(Option<(Arc<WaitList>, u64)>);
+pub(crate) struct Noted(Option<Arc<WaitList>>);
 
 impl Noted {
     /// Notes that `task` (the record of the task being polled on this
-    /// thread, if any) waits on what `what` says: once per task, so that a
-    /// future handed to another task, or to a thread outside the pools, is
-    /// listed as the wait of whoever polls it now, not of the task that
-    /// polled it first.
+    /// thread, if any, with its rare part, made on demand) waits on what
+    /// `what` says, by `key`: once per task, so that a future handed to
+    /// another task, or to a thread outside the pools, is listed as the
+    /// wait of whoever polls it now, not of the task that polled it first.
     #[inline]
     pub(crate) fn waiting<'a>(
         &mut self,
         task: Option<(&'a TaskRecord, impl FnOnce() -> &'a RareRecord)>,
+        key: WaitKey,
         what: impl FnOnce() -> WaitOn,
     ) {
-        if let Some((noted_in, _)) = &self.0 {
+        if let Some(noted_in) = &self.0 {
             if task
                 .as_ref()
                 .and_then(|(record, _)| record.waits_if_any())
@@ -846,7 +860,7 @@ impl Noted {
             {
                 return;
             }
-            self.done();
+            self.done(key);
         }
         let Some((_, rare)) = task else {
             return;
@@ -855,22 +869,25 @@ impl Noted {
             return; // not a pool's or a simulation's worker: no dump lists the task
         }
         let list = rare().waits();
-        let order = list.enter(what());
-        self.0 = Some((list, order));
+        list.enter(key, what());
+        self.0 = Some(list);
     }
 
-    /// The wait is over.
+    /// The wait noted by `key` is over.
     #[inline]
-    pub(crate) fn done(&mut self) {
-        if let Some((list, order)) = self.0.take() {
-            list.leave(order);
+    pub(crate) fn done(&mut self, key: WaitKey) {
+        if let Some(list) = self.0.take() {
+            list.leave(key);
         }
     }
 }
 
 impl Drop for Noted {
     fn drop(&mut self) {
-        self.done();
+        // Its owner's `Drop` takes the wait out: a wait left in the list
+        // would name a wait that no longer is, and a dump could report a
+        // cycle that is not there.
+        debug_assert!(self.0.is_none(), "a noted wait outlived its future");
     }
 }
 

@@ -45,7 +45,7 @@ use std::task::{ready, Context, Poll, Waker};
 
 use super::queue::{Header, Item, Node, NodeVTable, Pushed, Ran};
 use super::{Shared, StrandMetrics};
-use crate::dump::records::{LockBook, LockKind, Noted, WaitOn};
+use crate::dump::records::{LockBook, LockKind, Noted, WaitKey, WaitOn};
 use crate::error::{Panic, PanicPayload, TaskError};
 use crate::executor::{Exec, Executor};
 use crate::loom::{AtomicUsize, Ordering::*};
@@ -492,13 +492,14 @@ impl LockState {
             LockState::Waiting(waiter) => {
                 if waiter.poll_granted(cx).is_pending() {
                     section::check_not_blocking_on("the lock", || (core.id(), current_task_id()));
-                    crate::task::note_wait(noted, || WaitOn::Lock(core.book.clone()));
+                    let key = WaitKey::of(&*core.book);
+                    crate::task::note_wait(noted, key, || WaitOn::Lock(core.book.clone()));
                     return Poll::Pending;
                 }
             }
             LockState::Done => panic!("a lock request polled after it returned its guard"),
         }
-        noted.done();
+        noted.done(WaitKey::of(&*core.book));
         core.book.held_by(current_task());
         crate::coop::spend();
         Poll::Ready(match std::mem::replace(self, LockState::Done) {
@@ -544,6 +545,8 @@ impl<'a, T: Send + 'static> Future for Lock<'a, T> {
 
 impl<T> Drop for Lock<'_, T> {
     fn drop(&mut self) {
+        self.noted
+            .done(WaitKey::of(&*self.guarded.shared.core.book));
         self.state.give_up(self.guarded);
     }
 }
@@ -586,6 +589,8 @@ impl<T: Send + 'static> Future for LockOwned<T> {
 
 impl<T> Drop for LockOwned<T> {
     fn drop(&mut self) {
+        self.noted
+            .done(WaitKey::of(&*self.guarded.shared.core.book));
         self.state.give_up(&self.guarded);
     }
 }

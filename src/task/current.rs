@@ -9,7 +9,7 @@ use std::task::Waker;
 
 use super::fault::report;
 use crate::admission::Sink;
-use crate::dump::records::{Noted, WaitOn};
+use crate::dump::records::{Noted, WaitKey, WaitOn};
 use crate::executor::TaskInfo;
 use crate::task_id::TaskId;
 
@@ -97,8 +97,8 @@ pub(crate) fn list_current_while_blocked() {
 /// Notes in the viaduct task being polled on this thread, if any, that it
 /// waits on what `what` says, for dumps (see [`Noted`]).
 #[inline]
-pub(crate) fn note_wait(noted: &mut Noted, what: impl FnOnce() -> WaitOn) {
-    with_current_task(|t| noted.waiting(t.map(|t| (&t.record, || t.rare_record())), what));
+pub(crate) fn note_wait(noted: &mut Noted, key: WaitKey, what: impl FnOnce() -> WaitOn) {
+    with_current_task(|t| noted.waiting(t.map(|t| (&t.record, || t.rare_record())), key, what));
 }
 
 /// The viaduct task being polled on this thread, by address (null if

@@ -18,7 +18,7 @@ use super::current::current_task_id;
 use super::fault::{Failure, Outcome};
 use super::info::{ABORTED, DONE};
 use crate::admission::Sink;
-use crate::dump::records::{Flag, Noted, WaitOn};
+use crate::dump::records::{Flag, Noted, WaitKey, WaitOn};
 use crate::error::{ByValue, TaskError};
 use crate::executor::{lock_book_of, Exec, Runnable, TaskInfo};
 use crate::task_id::TaskId;
@@ -80,9 +80,10 @@ struct Chain {
 
 enum State<T> {
     Running {
-        /// The wait for this task noted for task dumps, while one lasts.
-        /// First, so dropped first: the noted wait points into the task's
-        /// metadata, which `waker` keeps alive.
+        /// The wait for this task noted for task dumps, while one lasts,
+        /// by the key `WaitKey::of(info)`. Taken out when the handle
+        /// drops, before it lets go of the task: the noted wait points into
+        /// the task's metadata.
         noted: Noted,
         /// Detached when the handle drops (taken out there, once).
         task: ManuallyDrop<FallibleTask<Outcome<T>, TaskInfo>>,
@@ -482,11 +483,11 @@ impl<T> Future for JoinHandle<T> {
                 let polled = Pin::new(&mut **task).poll(cx);
                 if polled.is_ready() {
                     crate::coop::spend();
-                    noted.done();
+                    noted.done(WaitKey::of(info));
                 }
                 match polled {
                     Poll::Pending => {
-                        super::current::note_wait(noted, || WaitOn::Task {
+                        super::current::note_wait(noted, WaitKey::of(info), || WaitOn::Task {
                             id: info.record.id,
                             queued_on: info.with_executor(lock_book_of).map(|b| b.0),
                             ended: Flag::new(&info.record.flags, DONE),
@@ -531,7 +532,11 @@ impl<T> Future for JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        if let State::Running { task, .. } = &mut self.state {
+        if let State::Running {
+            task, noted, info, ..
+        } = &mut self.state
+        {
+            noted.done(WaitKey::of(info.get()));
             // SAFETY: taken once, here, and the handle is not used again.
             unsafe { ManuallyDrop::take(task) }.detach();
         }
