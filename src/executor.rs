@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::admission::Admission;
 use crate::error::RejectReason;
+use crate::exec_ptr::{Embeds, ExecHeader, ExecPtr};
 use crate::task::Metadata;
 use crate::task_id::TaskId;
 
@@ -331,7 +332,7 @@ pub(crate) fn home_of<E: Executor + Clone>(ex: &E) -> Exec {
     }
     match (ex as &dyn std::any::Any).downcast_ref::<Exec>() {
         Some(exec) => exec.clone(),
-        None => Exec(Arc::new(ex.clone())),
+        None => Exec::boxed(ex.clone()),
     }
 }
 
@@ -359,7 +360,7 @@ pub(crate) fn lets_steps_wait_in_line(ex: &Exec) -> bool {
 /// }
 /// ```
 #[derive(Clone)]
-pub struct Exec(pub(crate) Arc<dyn Executor>);
+pub struct Exec(ExecPtr);
 
 impl Exec {
     /// Erases the type of `executor`. Like every handle you hold, the
@@ -382,11 +383,32 @@ impl Exec {
     pub fn new<E: Executor + Clone>(executor: E) -> Exec {
         match (&executor as &dyn std::any::Any).downcast_ref::<Exec>() {
             Some(exec) => exec.clone(),
-            None => Exec(Arc::new(Erased {
-                home: home_of(&executor),
+            None => Exec::of(Arc::new(Erased {
+                header: ExecHeader::of::<Erased<E>>(),
+                home: Some(home_of(&executor)),
                 executor,
             })),
         }
+    }
+
+    /// `executor`, as an `Exec`.
+    pub(crate) fn of<T: Embeds>(executor: Arc<T>) -> Exec {
+        Exec(ExecPtr::new(executor))
+    }
+
+    /// `executor`, boxed as an `Exec` that is its own tasks' home.
+    pub(crate) fn boxed<E: Executor>(executor: E) -> Exec {
+        Exec::of(Arc::new(Erased {
+            header: ExecHeader::of::<Erased<E>>(),
+            home: None,
+            executor,
+        }))
+    }
+
+    /// The executor's address: the same for every `Exec` of it, and the
+    /// address of the value its own handles share (a strand's, a pool's).
+    pub(crate) fn addr(&self) -> *const () {
+        self.0.get() as *const dyn Executor as *const ()
     }
 
     /// `true` if both handles refer to the same executor.
@@ -402,42 +424,50 @@ impl Exec {
     /// ```
     #[inline]
     pub fn same_as(&self, other: &Exec) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
+        self.0.addr() == other.0.addr()
     }
 }
 
 impl fmt::Debug for Exec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Exec").field(&Arc::as_ptr(&self.0)).finish()
+        f.debug_tuple("Exec").field(&self.0.addr()).finish()
     }
 }
 
 impl Executor for Exec {
+    #[inline]
     fn schedule(&self, runnable: Runnable) {
         self.0.schedule(runnable)
     }
     fn close(&self) {
-        self.0.close()
+        self.0.get().close()
     }
     fn is_closed(&self) -> bool {
-        self.0.is_closed()
+        self.0.get().is_closed()
     }
     fn try_run_one(&self) -> bool {
-        self.0.try_run_one()
+        self.0.get().try_run_one()
     }
     fn name(&self) -> &str {
-        self.0.name()
+        self.0.get().name()
     }
     fn own(&self, key: Internal) -> Option<&dyn Own> {
-        self.0.own(key)
+        self.0.get().own(key)
     }
 }
 
 /// What [`Exec::new`] erases: the user's handle, and the handle its tasks
-/// keep.
+/// keep (`None`: this one).
 struct Erased<E> {
+    header: ExecHeader,
     executor: E,
-    home: Exec,
+    home: Option<Exec>,
+}
+
+// SAFETY: `header` holds `ExecHeader::of::<Self>()` (see `Exec::new` and
+// `Exec::boxed`), and an `Erased` lives in the `Arc` an `Exec` is made of.
+unsafe impl<E: Executor> Embeds for Erased<E> {
+    const HEADER: usize = std::mem::offset_of!(Erased<E>, header);
 }
 
 impl<E: Executor> Executor for Erased<E> {
@@ -466,7 +496,11 @@ impl<E: Executor> Own for Erased<E> {
         admission_of(&self.executor, wait)
     }
     fn home(&self) -> Option<Exec> {
-        Some(self.home.clone())
+        Some(match &self.home {
+            Some(home) => home.clone(),
+            // SAFETY: `self` is an `Erased`, in the `Arc` of an `Exec`.
+            None => Exec(unsafe { ExecPtr::of_ref(self) }),
+        })
     }
     fn lock_book(&self) -> Option<LockRef> {
         self.executor.own(INTERNAL).and_then(Own::lock_book)

@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use crate::executor::Runnable;
 use crate::executor::{Exec, Executor, Internal, Own};
@@ -88,7 +88,7 @@ impl Executor for Inline {
 
 impl Own for Inline {
     fn home(&self) -> Option<Exec> {
-        static INLINE: LazyLock<Exec> = LazyLock::new(|| Exec(Arc::new(Inline)));
+        static INLINE: LazyLock<Exec> = LazyLock::new(|| Exec::boxed(Inline));
         Some(INLINE.clone())
     }
 }

@@ -446,6 +446,7 @@ mod context;
 pub mod coop;
 pub mod dump;
 mod error;
+mod exec_ptr;
 mod executor;
 pub mod future;
 mod inline;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use event_listener::{Event, Listener};
 
+use crate::exec_ptr::{Embeds, ExecHeader};
 use crate::executor::Runnable;
 use crate::executor::{Exec, Executor, Internal, Own};
 use crate::metrics::ManualMetrics;
@@ -40,8 +41,9 @@ pub struct ManualExecutor {
     shared: Arc<Shared>,
 }
 
-#[derive(Default)]
 struct Shared {
+    /// What an `Exec` of this executor points to.
+    header: ExecHeader,
     queue: Mutex<VecDeque<Runnable>>,
     closed: AtomicBool,
     /// Notified on every push and on close, for threads waiting in
@@ -69,8 +71,15 @@ impl ManualExecutor {
     /// assert!(!ex.is_closed());
     /// ```
     pub fn new() -> ManualExecutor {
-        let shared = Arc::new(Shared::default());
-        shared.handles.store(1, Ordering::Relaxed);
+        let shared = Arc::new(Shared {
+            header: ExecHeader::of::<Shared>(),
+            queue: Mutex::default(),
+            closed: AtomicBool::new(false),
+            activity: Event::new(),
+            handles: AtomicUsize::new(1),
+            scheduled: AtomicU64::new(0),
+            ran: AtomicU64::new(0),
+        });
         ManualExecutor { shared }
     }
 
@@ -338,6 +347,12 @@ impl Shared {
 
 /// `Shared` is the executor behind an [`Exec`] made from a `ManualExecutor`,
 /// so tasks point at the queue itself, not at a boxed handle.
+// SAFETY: `header` holds `ExecHeader::of::<Shared>()` (see `new`), and a
+// `Shared` lives in an `Arc`.
+unsafe impl Embeds for Shared {
+    const HEADER: usize = std::mem::offset_of!(Shared, header);
+}
+
 impl Executor for Shared {
     fn schedule(&self, runnable: Runnable) {
         let mut queue = self.queue();
@@ -389,7 +404,7 @@ impl Executor for ManualExecutor {
 
 impl Own for ManualExecutor {
     fn home(&self) -> Option<Exec> {
-        Some(Exec(self.shared.clone()))
+        Some(Exec::of(self.shared.clone()))
     }
 }
 

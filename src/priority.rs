@@ -62,6 +62,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::admission::Admission;
 use crate::error::RejectReason;
+use crate::exec_ptr::{Embeds, ExecHeader};
 use crate::executor::Runnable;
 use crate::executor::{admission_of, home_of, Exec, Executor, Internal, Own};
 use crate::spawn::impl_spawn;
@@ -136,8 +137,16 @@ pub struct FixedPriority {
 
 /// The executor of a task with a fixed priority: what its wake-ups go to.
 struct Level {
+    /// What an `Exec` of this level points to.
+    header: ExecHeader,
     shared: Arc<Shared>,
     priority: i32,
+}
+
+// SAFETY: `header` holds `ExecHeader::of::<Level>()` (see `Level::new`),
+// and a `Level` lives in an `Arc`.
+unsafe impl Embeds for Level {
+    const HEADER: usize = std::mem::offset_of!(Level, header);
 }
 
 struct Shared {
@@ -217,10 +226,7 @@ impl PriorityExecutor {
             me: me.clone(),
         });
         PriorityExecutor {
-            level: Arc::new(Level {
-                shared,
-                priority: 0,
-            }),
+            level: Level::new(shared, 0),
             _owner: Exec::new(executor),
         }
     }
@@ -243,10 +249,7 @@ impl PriorityExecutor {
         F::Output: Send + 'static,
     {
         let shared = &self.level.shared;
-        let exec = Exec(Arc::new(Level {
-            shared: shared.clone(),
-            priority,
-        }));
+        let exec = Exec::of(Level::new(shared.clone(), priority));
         spawn_or_reject(exec, future, shared.admission(true))
     }
 
@@ -298,10 +301,7 @@ impl PriorityExecutor {
     /// ```
     pub fn fixed(&self, priority: i32) -> FixedPriority {
         FixedPriority {
-            level: Arc::new(Level {
-                shared: self.level.shared.clone(),
-                priority,
-            }),
+            level: Level::new(self.level.shared.clone(), priority),
             _owner: self._owner.clone(),
         }
     }
@@ -462,6 +462,16 @@ impl Drop for Pump {
     }
 }
 
+impl Level {
+    fn new(shared: Arc<Shared>, priority: i32) -> Arc<Level> {
+        Arc::new(Level {
+            header: ExecHeader::of::<Level>(),
+            shared,
+            priority,
+        })
+    }
+}
+
 impl Executor for Level {
     fn schedule(&self, runnable: Runnable) {
         self.shared.push(self.priority, runnable)
@@ -506,7 +516,7 @@ macro_rules! via_level {
                 self.level.admission(wait)
             }
             fn home(&self) -> Option<Exec> {
-                Some(Exec(self.level.clone()))
+                Some(Exec::of(self.level.clone()))
             }
         }
     )*};

@@ -13,6 +13,7 @@ use super::stall::{self, Stall, StallHandler, StallWatch};
 use super::{idle, worker, Hook, PanicHandler, Shared, ThreadPool, OPEN};
 use crate::admission::TrackerHeader;
 use crate::error::PanicPayload;
+use crate::exec_ptr::ExecHeader;
 
 /// Configures and starts a [`ThreadPool`].
 ///
@@ -424,6 +425,7 @@ impl Builder {
         let shared = Arc::new_cyclic(|me| Shared {
             me: me.clone(),
             tracker: TrackerHeader::of::<Shared>(),
+            header: ExecHeader::of::<Shared>(),
             name: self.name,
             injector: Injector::new(),
             stealers: workers.iter().map(|w| w.tasks.stealer()).collect(),

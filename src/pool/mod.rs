@@ -62,6 +62,7 @@ use event_listener::{Event, Listener};
 
 use crate::admission::{admitting_past_limit, Admission, Sink, Tracker, TrackerHeader};
 use crate::error::{drop_payload, PanicPayload, RejectReason};
+use crate::exec_ptr::{Embeds, ExecHeader};
 use crate::executor::Runnable;
 use crate::executor::{Exec, Executor, Internal, Own};
 use crate::spawn::impl_spawn;
@@ -132,6 +133,8 @@ pub(crate) struct Shared {
     me: Weak<Shared>,
     /// How admissions reach `release` and `unobserved_panic`.
     tracker: TrackerHeader,
+    /// What an `Exec` of this pool points to.
+    header: ExecHeader,
 }
 
 #[derive(Default)]
@@ -744,6 +747,12 @@ unsafe impl Tracker for Shared {
     }
 }
 
+// SAFETY: `header` holds `ExecHeader::of::<Shared>()` (see the builder),
+// and a pool's `Shared` lives in an `Arc`.
+unsafe impl Embeds for Shared {
+    const HEADER: usize = std::mem::offset_of!(Shared, header);
+}
+
 impl Executor for Shared {
     fn schedule(&self, runnable: Runnable) {
         // A task that a user's executor admitted and forwarded here is
@@ -856,7 +865,7 @@ impl Own for ThreadPool {
     }
 
     fn home(&self) -> Option<Exec> {
-        Some(Exec(self.shared.clone()))
+        Some(Exec::of(self.shared.clone()))
     }
 }
 

@@ -103,6 +103,7 @@ use crate::context::Driver;
 use crate::dump::records::{Books, Here};
 use crate::dump::TaskDump;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
+use crate::exec_ptr::{Embeds, ExecHeader};
 use crate::executor::{Exec, Executor, Internal, Own, Runnable};
 use crate::spawn::ExecutorExt;
 use crate::task::Metadata;
@@ -163,6 +164,8 @@ pub struct Simulation {
 pub(crate) struct Shared {
     /// Where an admission's [`Sink`] finds this tracker's functions.
     tracker: TrackerHeader,
+    /// What an `Exec` of this world points to.
+    header: ExecHeader,
     me: Weak<Shared>,
     seed: u64,
     world: Mutex<World>,
@@ -265,7 +268,7 @@ impl Active {
     fn enter(shared: &Arc<Shared>) -> Active {
         let running = NonNull::from(Box::leak(Box::new(Running {
             shared: shared.clone(),
-            exec: Exec(shared.clone()),
+            exec: Exec::of(shared.clone()),
             outer: Cell::new(Outer {
                 driver: None,
                 exec: std::ptr::null(),
@@ -436,6 +439,7 @@ impl Simulation {
             let heres = (0..workers).map(|i| Here::new(&books, i)).collect();
             Shared {
                 tracker: TrackerHeader::of::<Shared>(),
+                header: ExecHeader::of::<Shared>(),
                 me: me.clone(),
                 seed,
                 world: Mutex::new(World::new(seed, workers)),
@@ -542,7 +546,7 @@ impl Simulation {
     /// assert_eq!(total.unwrap(), 10);
     /// ```
     pub fn executor(&self) -> Exec {
-        Exec(self.shared.clone())
+        Exec::of(self.shared.clone())
     }
 
     /// The simulated clock. It stands still while tasks can run, and jumps
@@ -847,6 +851,12 @@ unsafe impl Tracker for Shared {
     }
 }
 
+// SAFETY: `header` holds `ExecHeader::of::<Shared>()` (see `build`), and a
+// `Shared` lives in an `Arc`, which `me` points to.
+unsafe impl Embeds for Shared {
+    const HEADER: usize = std::mem::offset_of!(Shared, header);
+}
+
 impl Executor for Shared {
     fn schedule(&self, runnable: Runnable) {
         let Some(runnable) = Metadata::adopt(runnable, || self.count_in()) else {
@@ -896,7 +906,7 @@ impl Own for Shared {
     }
 
     fn home(&self) -> Option<Exec> {
-        self.me.upgrade().map(|s| Exec(s))
+        self.me.upgrade().map(Exec::of)
     }
 
     fn lets_steps_wait_in_line(&self) -> bool {

@@ -195,7 +195,7 @@ impl<T: Send + 'static> Guarded<T> {
     {
         let core = &self.shared.core;
         if core.is_dead() {
-            return JoinHandle::failed(TaskError::Cancelled, Exec(self.shared.clone()));
+            return JoinHandle::failed(TaskError::Cancelled, Exec::of(self.shared.clone()));
         }
         // Closing is checked before taking the strand, not after: the
         // section is then simply ordered before a close that races it, and
@@ -216,7 +216,7 @@ impl<T: Send + 'static> Guarded<T> {
             // SAFETY: this thread took the strand with `acquire_briefly`
             // and gives it up.
             unsafe { core.release_quick() };
-            let exec = Exec(self.shared.clone());
+            let exec = Exec::of(self.shared.clone());
             return match result {
                 Ok(v) => JoinHandle::ready(v, exec),
                 // Where a queued section's panic would go if nobody

@@ -111,6 +111,7 @@ use std::sync::Arc;
 use crate::admission::Admission;
 use crate::dump::records::{LockBook, LockKind};
 use crate::error::RejectReason;
+use crate::exec_ptr::{Embeds, ExecHeader};
 use crate::executor::LockRef;
 use crate::executor::{home_of, Exec, Executor, Internal, Own, Runnable};
 use crate::section;
@@ -372,7 +373,7 @@ impl Own for Strand {
     }
 
     fn home(&self) -> Option<Exec> {
-        Some(Exec(self.shared.clone()))
+        Some(Exec::of(self.shared.clone()))
     }
 }
 
@@ -395,6 +396,8 @@ impl fmt::Debug for Strand {
 #[repr(C)]
 pub(crate) struct Shared<D> {
     pub(crate) core: Core,
+    /// What an `Exec` of this strand points to.
+    header: ExecHeader,
     pub(crate) data: D,
 }
 
@@ -402,6 +405,7 @@ impl<D: Send + Sync + 'static> Shared<D> {
     pub(crate) fn new(inner: Exec, data: D, book: LockBook) -> Arc<Self> {
         Arc::new_cyclic(|me| Shared {
             core: Core::new(me, inner, book),
+            header: ExecHeader::of::<Shared<D>>(),
             data,
         })
     }
@@ -425,8 +429,14 @@ impl<D: Send + Sync + 'static> Shared<D> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        spawn_or_reject(Exec(self.clone()), future, self.core.admit())
+        spawn_or_reject(Exec::of(self.clone()), future, self.core.admit())
     }
+}
+
+// SAFETY: `header` holds `ExecHeader::of::<Shared<D>>()` (see `new`), and
+// a `Shared` lives in an `Arc`.
+unsafe impl<D: Send + Sync + 'static> Embeds for Shared<D> {
+    const HEADER: usize = std::mem::offset_of!(Shared<D>, header);
 }
 
 impl<D: Send + Sync + 'static> Executor for Shared<D> {

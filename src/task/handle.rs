@@ -493,7 +493,7 @@ impl<T> Future for JoinHandle<T> {
                             ended: Flag::new(&info.record.flags, DONE),
                         });
                         crate::section::check_not_blocking_on("a task or section", || {
-                            let strand = info.with_executor(|ex| Arc::as_ptr(&ex.0) as *const ());
+                            let strand = info.with_executor(Exec::addr);
                             (strand, current_task_id())
                         });
                         Poll::Pending
