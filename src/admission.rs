@@ -11,8 +11,8 @@
 
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::Arc;
 
+use crate::embedded::{whole, Counts, CountsOf, Embeds, Header, HeaderPtr};
 use crate::error::PanicPayload;
 
 /// Who counts a task, held in the task until its future is dropped: an
@@ -23,15 +23,8 @@ use crate::error::PanicPayload;
 pub struct Admission(Option<Sink>);
 
 /// What an executor that counts its tasks learns from an [`Admission`].
-///
-/// # Safety
-///
-/// `HEADER` is the offset, in `Self`, of a field holding
-/// `TrackerHeader::of::<Self>()`, and `Self` lives in an `Arc` whenever a
-/// [`Sink`] is made of it.
-pub(crate) unsafe trait Tracker: Send + Sync + Sized + 'static {
-    /// `std::mem::offset_of!` the header field.
-    const HEADER: usize;
+/// It embeds a [`TrackerHeader`] (see `embedded`), which its sinks point to.
+pub(crate) trait Tracker: Embeds<TrackerHeader> {
     /// The task's future was dropped (it finished, panicked or was cancelled).
     fn release(&self);
     /// A detached task panicked; nobody will read the payload.
@@ -43,47 +36,35 @@ pub(crate) unsafe trait Tracker: Send + Sync + Sized + 'static {
 pub(crate) struct TrackerHeader(&'static TrackerVTable);
 
 struct TrackerVTable {
+    counts: Counts,
     release: unsafe fn(NonNull<TrackerHeader>),
     unobserved_panic: unsafe fn(NonNull<TrackerHeader>, PanicPayload),
-    clone: unsafe fn(NonNull<TrackerHeader>),
-    drop: unsafe fn(NonNull<TrackerHeader>),
+}
+
+impl Header for TrackerHeader {
+    fn counts(&self) -> &'static Counts {
+        &self.0.counts
+    }
 }
 
 struct VTableOf<T>(std::marker::PhantomData<T>);
 
 impl<T: Tracker> VTableOf<T> {
     const VTABLE: TrackerVTable = TrackerVTable {
+        counts: CountsOf::<T, TrackerHeader>::COUNTS,
         release: |h| {
-            // SAFETY: `h` comes from a live `Sink` of a `T` (see `Sink`).
-            unsafe { Self::tracker(h).as_ref() }.release()
+            // SAFETY: `h` comes from a live `Sink` of a `T`.
+            unsafe { whole::<T, TrackerHeader>(h).as_ref() }.release()
         },
         unobserved_panic: |h, payload| {
             // SAFETY: as for `release`.
-            unsafe { Self::tracker(h).as_ref() }.unobserved_panic(payload)
-        },
-        clone: |h| {
-            // SAFETY: the sink holds a strong count of the `Arc<T>`, which
-            // is therefore live; the clone owns the count added.
-            unsafe { Arc::increment_strong_count(Self::tracker(h).as_ptr()) }
-        },
-        drop: |h| {
-            // SAFETY: the sink gives up the strong count it held.
-            unsafe { Arc::decrement_strong_count(Self::tracker(h).as_ptr()) }
+            unsafe { whole::<T, TrackerHeader>(h).as_ref() }.unobserved_panic(payload)
         },
     };
-
-    /// # Safety
-    ///
-    /// `header` points at the header field of a live `T`.
-    unsafe fn tracker(header: NonNull<TrackerHeader>) -> NonNull<T> {
-        // SAFETY: the header is `T::HEADER` bytes into the `T` (the
-        // trait's contract), and the pointer came from one to the whole `T`.
-        unsafe { header.byte_sub(T::HEADER).cast() }
-    }
 }
 
 impl TrackerHeader {
-    /// The header a `T` holds at `T::HEADER`.
+    /// The header a `T` holds at its offset.
     pub(crate) const fn of<T: Tracker>() -> TrackerHeader {
         TrackerHeader(&VTableOf::<T>::VTABLE)
     }
@@ -92,12 +73,8 @@ impl TrackerHeader {
 /// An executor that counts its tasks (a pool), as a strong reference of
 /// one word. A fat `Arc<dyn Tracker>` made an admission three words,
 /// passed through memory on every spawn.
-pub(crate) struct Sink(NonNull<TrackerHeader>);
-
-// SAFETY: a sink is an `Arc<T>` of a `T: Tracker`, which is `Send + Sync`.
-unsafe impl Send for Sink {}
-// SAFETY: as above.
-unsafe impl Sync for Sink {}
+#[derive(Clone)]
+pub(crate) struct Sink(HeaderPtr<TrackerHeader>);
 
 impl Sink {
     /// A new strong reference to the tracker `me` points to.
@@ -108,52 +85,26 @@ impl Sink {
     /// whole call (the caller borrows the `T` through an `Arc` it holds).
     pub(crate) unsafe fn new<T: Tracker>(me: &std::sync::Weak<T>) -> Sink {
         debug_assert!(me.strong_count() > 0, "a sink of a dropped tracker");
-        // `Weak::as_ptr` of a `Weak` made by `Arc::downgrade` (or
-        // `Arc::new_cyclic`) is the pointer `Arc::into_raw` would give.
-        let ptr = me.as_ptr();
-        // SAFETY: `ptr` is the value pointer of a live `Arc<T>` (see above
-        // and the caller's contract), so its strong count is not zero and
-        // may grow; the `Sink`'s drop gives the reference back.
-        unsafe { Arc::increment_strong_count(ptr) };
-        // SAFETY: the pointer is non-null; the header is `T::HEADER` bytes
-        // into the `T`, and stays within it.
-        Sink(unsafe {
-            NonNull::new_unchecked(ptr.cast_mut())
-                .byte_add(T::HEADER)
-                .cast()
-        })
+        // SAFETY: `Weak::as_ptr` of a `Weak` made by `Arc::downgrade` (or
+        // `Arc::new_cyclic`) is the pointer `Arc::into_raw` would give, of
+        // a live `Arc` (the caller's contract).
+        Sink(unsafe { HeaderPtr::of_ref(me.as_ptr()) })
     }
 
     fn vtable(&self) -> &'static TrackerVTable {
-        // SAFETY: the sink keeps its tracker, and so the header, alive.
-        unsafe { self.0.as_ref() }.0
+        self.0.header().0
     }
 
     /// See [`Tracker::release`].
     pub(crate) fn release(&self) {
         // SAFETY: the header is live and its vtable is its tracker's.
-        unsafe { (self.vtable().release)(self.0) }
+        unsafe { (self.vtable().release)(self.0.as_ptr()) }
     }
 
     /// See [`Tracker::unobserved_panic`].
     pub(crate) fn unobserved_panic(&self, payload: PanicPayload) {
         // SAFETY: as in `release`.
-        unsafe { (self.vtable().unobserved_panic)(self.0, payload) }
-    }
-}
-
-impl Clone for Sink {
-    fn clone(&self) -> Sink {
-        // SAFETY: as in `release`; the new sink owns the count added.
-        unsafe { (self.vtable().clone)(self.0) };
-        Sink(self.0)
-    }
-}
-
-impl Drop for Sink {
-    fn drop(&mut self) {
-        // SAFETY: as in `release`; this gives up the sink's own count.
-        unsafe { (self.vtable().drop)(self.0) }
+        unsafe { (self.vtable().unobserved_panic)(self.0.as_ptr(), payload) }
     }
 }
 
@@ -165,7 +116,7 @@ impl Admission {
     pub(crate) fn counted_by(&self, header: usize) -> bool {
         self.0
             .as_ref()
-            .is_some_and(|sink| sink.0.as_ptr() as usize == header)
+            .is_some_and(|sink| sink.0.as_ptr().as_ptr() as usize == header)
     }
 
     /// Counted by `tracker`.

@@ -10,8 +10,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::admission::Admission;
+use crate::embedded::Embeds;
 use crate::error::RejectReason;
-use crate::exec_ptr::{Embeds, ExecHeader, ExecPtr};
+use crate::exec_ptr::{ExecHeader, ExecPtr};
 use crate::task::Metadata;
 use crate::task_id::TaskId;
 
@@ -392,7 +393,7 @@ impl Exec {
     }
 
     /// `executor`, as an `Exec`.
-    pub(crate) fn of<T: Embeds>(executor: Arc<T>) -> Exec {
+    pub(crate) fn of<T: Executor + Embeds<ExecHeader>>(executor: Arc<T>) -> Exec {
         Exec(ExecPtr::new(executor))
     }
 
@@ -466,8 +467,8 @@ struct Erased<E> {
 
 // SAFETY: `header` holds `ExecHeader::of::<Self>()` (see `Exec::new` and
 // `Exec::boxed`), and an `Erased` lives in the `Arc` an `Exec` is made of.
-unsafe impl<E: Executor> Embeds for Erased<E> {
-    const HEADER: usize = std::mem::offset_of!(Erased<E>, header);
+unsafe impl<E: Executor> Embeds<ExecHeader> for Erased<E> {
+    const OFFSET: usize = std::mem::offset_of!(Erased<E>, header);
 }
 
 impl<E: Executor> Executor for Erased<E> {

@@ -445,6 +445,7 @@ pub mod cancel;
 mod context;
 pub mod coop;
 pub mod dump;
+mod embedded;
 mod error;
 mod exec_ptr;
 mod executor;

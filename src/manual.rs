@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use event_listener::{Event, Listener};
 
-use crate::exec_ptr::{Embeds, ExecHeader};
+use crate::embedded::Embeds;
+use crate::exec_ptr::ExecHeader;
 use crate::executor::Runnable;
 use crate::executor::{Exec, Executor, Internal, Own};
 use crate::metrics::ManualMetrics;
@@ -349,8 +350,8 @@ impl Shared {
 /// so tasks point at the queue itself, not at a boxed handle.
 // SAFETY: `header` holds `ExecHeader::of::<Shared>()` (see `new`), and a
 // `Shared` lives in an `Arc`.
-unsafe impl Embeds for Shared {
-    const HEADER: usize = std::mem::offset_of!(Shared, header);
+unsafe impl Embeds<ExecHeader> for Shared {
+    const OFFSET: usize = std::mem::offset_of!(Shared, header);
 }
 
 impl Executor for Shared {

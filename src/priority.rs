@@ -61,8 +61,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
 use crate::admission::Admission;
+use crate::embedded::Embeds;
 use crate::error::RejectReason;
-use crate::exec_ptr::{Embeds, ExecHeader};
+use crate::exec_ptr::ExecHeader;
 use crate::executor::Runnable;
 use crate::executor::{admission_of, home_of, Exec, Executor, Internal, Own};
 use crate::spawn::impl_spawn;
@@ -145,8 +146,8 @@ struct Level {
 
 // SAFETY: `header` holds `ExecHeader::of::<Level>()` (see `Level::new`),
 // and a `Level` lives in an `Arc`.
-unsafe impl Embeds for Level {
-    const HEADER: usize = std::mem::offset_of!(Level, header);
+unsafe impl Embeds<ExecHeader> for Level {
+    const OFFSET: usize = std::mem::offset_of!(Level, header);
 }
 
 struct Shared {

@@ -61,8 +61,9 @@ use crossbeam_utils::CachePadded;
 use event_listener::{Event, Listener};
 
 use crate::admission::{admitting_past_limit, Admission, Sink, Tracker, TrackerHeader};
+use crate::embedded::Embeds;
 use crate::error::{drop_payload, PanicPayload, RejectReason};
-use crate::exec_ptr::{Embeds, ExecHeader};
+use crate::exec_ptr::ExecHeader;
 use crate::executor::Runnable;
 use crate::executor::{Exec, Executor, Internal, Own};
 use crate::spawn::impl_spawn;
@@ -718,9 +719,11 @@ fn drop_or_run(job: Job) {
 
 // SAFETY: `tracker` holds `TrackerHeader::of::<Shared>()` (see the
 // builder), and a pool's `Shared` lives in an `Arc`, which `me` points to.
-unsafe impl Tracker for Shared {
-    const HEADER: usize = std::mem::offset_of!(Shared, tracker);
+unsafe impl Embeds<TrackerHeader> for Shared {
+    const OFFSET: usize = std::mem::offset_of!(Shared, tracker);
+}
 
+impl Tracker for Shared {
     fn release(&self) {
         self.finished.fetch_add(1, SeqCst);
         if self.max_pending.is_some() {
@@ -749,8 +752,8 @@ unsafe impl Tracker for Shared {
 
 // SAFETY: `header` holds `ExecHeader::of::<Shared>()` (see the builder),
 // and a pool's `Shared` lives in an `Arc`.
-unsafe impl Embeds for Shared {
-    const HEADER: usize = std::mem::offset_of!(Shared, header);
+unsafe impl Embeds<ExecHeader> for Shared {
+    const OFFSET: usize = std::mem::offset_of!(Shared, header);
 }
 
 impl Executor for Shared {

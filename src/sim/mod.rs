@@ -102,8 +102,9 @@ use crate::admission::{Admission, Sink, Tracker, TrackerHeader};
 use crate::context::Driver;
 use crate::dump::records::{Books, Here};
 use crate::dump::TaskDump;
+use crate::embedded::Embeds;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
-use crate::exec_ptr::{Embeds, ExecHeader};
+use crate::exec_ptr::ExecHeader;
 use crate::executor::{Exec, Executor, Internal, Own, Runnable};
 use crate::spawn::ExecutorExt;
 use crate::task::Metadata;
@@ -434,7 +435,7 @@ impl Simulation {
         let shared = Arc::new_cyclic(|me: &Weak<Shared>| {
             // Where its sinks will point: the books keep a waker of each
             // task counted here.
-            let header = me.as_ptr() as usize + <Shared as Tracker>::HEADER;
+            let header = me.as_ptr() as usize + <Shared as Embeds<TrackerHeader>>::OFFSET;
             let books = Books::new(workers, header);
             let heres = (0..workers).map(|i| Here::new(&books, i)).collect();
             Shared {
@@ -836,12 +837,14 @@ impl Shared {
     }
 }
 
-// SAFETY: `HEADER` is the offset of the `tracker` field, which holds
+// SAFETY: `OFFSET` is the offset of the `tracker` field, which holds
 // `TrackerHeader::of::<Shared>()`, and a `Shared` lives in an `Arc` (see
 // `Simulation::build`).
-unsafe impl Tracker for Shared {
-    const HEADER: usize = std::mem::offset_of!(Shared, tracker);
+unsafe impl Embeds<TrackerHeader> for Shared {
+    const OFFSET: usize = std::mem::offset_of!(Shared, tracker);
+}
 
+impl Tracker for Shared {
     fn release(&self) {
         self.live.fetch_sub(1, Relaxed);
     }
@@ -853,8 +856,8 @@ unsafe impl Tracker for Shared {
 
 // SAFETY: `header` holds `ExecHeader::of::<Shared>()` (see `build`), and a
 // `Shared` lives in an `Arc`, which `me` points to.
-unsafe impl Embeds for Shared {
-    const HEADER: usize = std::mem::offset_of!(Shared, header);
+unsafe impl Embeds<ExecHeader> for Shared {
+    const OFFSET: usize = std::mem::offset_of!(Shared, header);
 }
 
 impl Executor for Shared {

@@ -110,8 +110,9 @@ use std::sync::Arc;
 
 use crate::admission::Admission;
 use crate::dump::records::{LockBook, LockKind};
+use crate::embedded::Embeds;
 use crate::error::RejectReason;
-use crate::exec_ptr::{Embeds, ExecHeader};
+use crate::exec_ptr::ExecHeader;
 use crate::executor::LockRef;
 use crate::executor::{home_of, Exec, Executor, Internal, Own, Runnable};
 use crate::section;
@@ -435,8 +436,8 @@ impl<D: Send + Sync + 'static> Shared<D> {
 
 // SAFETY: `header` holds `ExecHeader::of::<Shared<D>>()` (see `new`), and
 // a `Shared` lives in an `Arc`.
-unsafe impl<D: Send + Sync + 'static> Embeds for Shared<D> {
-    const HEADER: usize = std::mem::offset_of!(Shared<D>, header);
+unsafe impl<D: Send + Sync + 'static> Embeds<ExecHeader> for Shared<D> {
+    const OFFSET: usize = std::mem::offset_of!(Shared<D>, header);
 }
 
 impl<D: Send + Sync + 'static> Executor for Shared<D> {
