@@ -132,6 +132,52 @@ pub(crate) fn with<R>(f: impl FnOnce(&Context) -> R) -> R {
     CONTEXT.with(f)
 }
 
+/// A task's poll begins: makes `task` (its metadata's address and its
+/// waker's data pointer, see `task::current`) the current one and gives it
+/// a fresh budget of `budget` units, or what `coop::with_fresh_budget`
+/// set, in one access to the context; the guard restores both in one.
+/// A poll nested in this one (under a `block_on`) enters and leaves
+/// inside it.
+#[inline]
+pub(crate) fn enter_poll(task: (*const (), *const ()), budget: u32) -> PollGuard {
+    with(|c| {
+        let left = Some(c.fresh_budget.take().unwrap_or(budget));
+        PollGuard {
+            task: c.task.replace(task),
+            budget: c.budget.replace(Budget { left, forced: 0 }),
+            worker_records: c.worker_records.get(),
+        }
+    })
+}
+
+/// A task's poll under way on this thread (see [`enter_poll`]): what it
+/// replaced, to restore, and the records of the worker it runs on.
+pub(crate) struct PollGuard {
+    task: (*const (), *const ()),
+    budget: Budget,
+    worker_records: *const (),
+}
+
+impl PollGuard {
+    /// The records of the worker polling the task (`dump::records::Here`),
+    /// null if none: read as the poll entered, so the poll notes itself
+    /// there without a second access to the context.
+    #[inline]
+    pub(crate) fn worker_records(&self) -> *const () {
+        self.worker_records
+    }
+}
+
+impl Drop for PollGuard {
+    #[inline]
+    fn drop(&mut self) {
+        with(|c| {
+            c.task.set(self.task);
+            c.budget.set(self.budget);
+        });
+    }
+}
+
 /// Runs `f` with the driver running this thread, if any.
 pub(crate) fn with_driver<R>(f: impl FnOnce(Option<&dyn Driver>) -> R) -> R {
     let driver = with(|c| c.driver.get());

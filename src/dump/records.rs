@@ -442,12 +442,17 @@ impl Polling {
     }
 }
 
-/// Notes that `info`'s task is being polled (on a pool worker, in its
-/// record; everywhere, in its state).
+/// Notes that `record`'s task is being polled (on a pool worker, in its
+/// records, `here`; everywhere, in its state).
+///
+/// # Safety
+///
+/// `here` is null or the context's worker records, read during this poll
+/// (non-null ones are live: see `WorkerGuard`).
 #[inline]
-pub(crate) fn enter_poll(record: &TaskRecord) -> Option<Polling> {
+pub(crate) unsafe fn enter_poll(record: &TaskRecord, here: *const ()) -> Option<Polling> {
     record.state.store(RUNNING, Relaxed);
-    let here = NonNull::new(records_here().cast_mut())?;
+    let here = NonNull::new(here.cast::<Here>().cast_mut())?;
     // SAFETY: a non-null the context's worker records is live (see `WorkerGuard`).
     let running = unsafe { here.as_ref() }.running();
     let outer = (running.task.load(Relaxed), running.location.load(Relaxed));

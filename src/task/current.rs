@@ -1,5 +1,6 @@
 //! The viaduct task being polled on this thread, as the thread's context
-//! holds it: set by the poll wrapper for the length of one poll, read by
+//! holds it: set by the poll wrapper (`context::enter_poll`, with
+//! [`task_id`]) for the length of one poll, read by
 //! whatever that poll runs (a hop, a lock's wait, a section, a panic that
 //! must not unwind).
 
@@ -20,32 +21,14 @@ fn current<R>(f: impl FnOnce(&Cell<(*const (), *const ())>) -> R) -> R {
     crate::context::with(|c| f(&c.task))
 }
 
-/// Makes `info`'s task, polled with `waker`, the current one until the
-/// returned guard drops, which restores the one it was nested in.
-#[inline]
-pub(crate) fn enter(info: &TaskInfo, waker: &Waker) -> Entered {
-    let me = (task_id(info), waker.data());
-    Entered(current(|c| c.replace(me)))
-}
-
-/// Restores the task polled before, when a poll ends.
-pub(crate) struct Entered((*const (), *const ()));
-
-impl Drop for Entered {
-    #[inline]
-    fn drop(&mut self) {
-        current(|c| c.set(self.0));
-    }
-}
-
 /// Runs `f` with the metadata of the viaduct task being polled on this
 /// thread, if any.
 #[inline]
 pub(crate) fn with_current_task<R>(f: impl FnOnce(Option<&TaskInfo>) -> R) -> R {
     let ptr: *const TaskInfo = current(Cell::get).0.cast();
-    // SAFETY: the pointer is set only by `enter`, for the duration of a
-    // poll of its task, and restored (by `Entered`) before that poll
-    // returns; while the task is being polled its allocation, metadata
+    // SAFETY: the pointer is set only by `context::enter_poll`, for the
+    // duration of a poll of its task, and restored (by its guard) before
+    // that poll returns; while the task is being polled its allocation, metadata
     // included, is alive.
     f(unsafe { ptr.as_ref() })
 }

@@ -60,9 +60,14 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
         // The poll's own view of the admission: read when it ends, after a
         // hop may have replaced it.
         let sink = current_task_sink;
-        let _current = current::enter(info, cx.waker());
-        let _budget = crate::coop::fresh();
-        let polling = crate::dump::records::enter_poll(&info.record);
+        let poll = crate::context::enter_poll(
+            (current::task_id(info), cx.waker().data()),
+            crate::coop::BUDGET,
+        );
+        // SAFETY: the worker records were read from the context just now,
+        // where a non-null address is live (see `dump::records::Here`).
+        let polling =
+            unsafe { crate::dump::records::enter_poll(&info.record, poll.worker_records()) };
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
             target: "viaduct",
