@@ -458,6 +458,7 @@ pub mod metrics;
 pub mod pool;
 pub mod prelude;
 pub mod priority;
+mod run_queue;
 mod scope;
 mod section;
 mod signal;

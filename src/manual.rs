@@ -1,6 +1,5 @@
 //! [`ManualExecutor`]: a queue that runs only when you say so.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,6 +11,7 @@ use crate::exec_ptr::ExecHeader;
 use crate::executor::Runnable;
 use crate::executor::{Exec, Executor, Internal, Own};
 use crate::metrics::ManualMetrics;
+use crate::run_queue::RunQueue;
 use crate::signal::poll_to_end;
 use crate::spawn::impl_spawn;
 
@@ -45,7 +45,7 @@ pub struct ManualExecutor {
 struct Shared {
     /// What an `Exec` of this executor points to.
     header: ExecHeader,
-    queue: Mutex<VecDeque<Runnable>>,
+    queue: Mutex<RunQueue>,
     closed: AtomicBool,
     /// Notified on every push and on close, for threads waiting in
     /// `run_until` and `run_until_closed`.
@@ -84,7 +84,7 @@ impl ManualExecutor {
         ManualExecutor { shared }
     }
 
-    fn queue(&self) -> MutexGuard<'_, VecDeque<Runnable>> {
+    fn queue(&self) -> MutexGuard<'_, RunQueue> {
         self.shared.queue()
     }
 
@@ -329,7 +329,7 @@ impl ManualExecutor {
 }
 
 impl Shared {
-    fn queue(&self) -> MutexGuard<'_, VecDeque<Runnable>> {
+    fn queue(&self) -> MutexGuard<'_, RunQueue> {
         // Runnables never run under the lock, so it cannot be poisoned by a
         // task; a poisoned queue is still a valid queue.
         self.queue.lock().unwrap_or_else(|e| e.into_inner())

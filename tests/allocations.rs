@@ -1,8 +1,8 @@
 //! What the hot paths allocate, counted by a global allocator: `join`
 //! allocates nothing (its jobs live on the callers' stacks), a strand
-//! post allocates exactly its closure, a spawn on a strand exactly its
-//! task, and a strand's batches reuse its one runner task (no allocation
-//! per batch).
+//! post allocates exactly its closure, a spawn on a strand or a manual
+//! executor exactly its task, and a strand's batches reuse its one runner
+//! task (no allocation per batch).
 //!
 //! The counter is process-wide, so this file holds one `#[test]` that runs
 //! the checks in turn: the harness starts no other thread meanwhile.
@@ -54,6 +54,7 @@ fn hot_paths_allocate_what_they_must_and_nothing_more() {
     join_allocates_nothing();
     a_post_allocates_its_closure_and_batches_reuse_the_runner();
     a_spawn_on_a_strand_allocates_its_task_only();
+    a_manual_executor_queues_without_allocating();
 }
 
 fn join_allocates_nothing() {
@@ -118,4 +119,22 @@ fn a_spawn_on_a_strand_allocates_its_task_only() {
     assert_eq!(count, 100 + 1, "one allocation per task, none per batch");
     let sum: u32 = handles.into_iter().map(|h| block_on(h).unwrap()).sum();
     assert_eq!(sum, (0..100).sum());
+}
+
+/// A `ManualExecutor` links its queue through the tasks themselves: 1,000
+/// queued tasks cost their 1,000 allocations, none for a buffer that
+/// grows (a `VecDeque` grew eleven times on the way).
+fn a_manual_executor_queues_without_allocating() {
+    let manual = ManualExecutor::new();
+    drop(manual.spawn(async {}));
+    manual.run_until_idle();
+    let mut handles = Vec::with_capacity(1000);
+    let ((), count) = allocations(|| {
+        handles.extend((0..1000u32).map(|i| manual.spawn(async move { i })));
+    });
+    assert_eq!(count, 1000, "one allocation per task, none for the queue");
+    assert_eq!(manual.len(), 1000);
+    assert_eq!(manual.run_until_idle(), 1000);
+    let sum: u32 = handles.into_iter().map(|h| block_on(h).unwrap()).sum();
+    assert_eq!(sum, (0..1000).sum());
 }

@@ -545,7 +545,7 @@ impl Item {
             let runnable = ManuallyDrop::new(unsafe {
                 Runnable::from_raw(NonNull::new_unchecked(word as *mut ()))
             });
-            f(LinkRef::Task(&runnable.metadata().strand_link))
+            f(LinkRef::Task(&runnable.metadata().queue_link))
         }
     }
 }
@@ -554,7 +554,7 @@ impl Item {
 // - a runnable's pointer points at its task's header, which holds atomics,
 //   so it is aligned to 4 or more: above 3, bits 0 and 1 clear; a node's
 //   header pointer likewise (it holds an atomic), tagged with bit 1 only;
-// - the links are `TaskInfo::strand_link` and `Header::link`: a runnable
+// - the links are `TaskInfo::queue_link` and `Header::link`: a runnable
 //   exists once and is in one queue at a time, and a node is pushed once,
 //   so each link belongs to the one word that stands for its item.
 unsafe impl Link for Item {

@@ -44,10 +44,11 @@ pub struct Metadata<H, R: Parkable> {
     /// The executor the task was spawned on; a hop moves it elsewhere
     /// (see [`Rare`]).
     pub(crate) home: H,
-    /// The next item while the runnable sits in a strand's queue: the
-    /// queue is intrusive, so submitting to a strand allocates nothing
-    /// (see `strand::queue`). A runnable is in one queue at a time.
-    pub(crate) strand_link: AtomicUsize,
+    /// The next item while the runnable sits in a strand's queue or a
+    /// `ManualExecutor`'s: the queues are intrusive, so queueing allocates
+    /// nothing (see `strand::queue`, `run_queue`). A runnable is in one
+    /// queue at a time.
+    pub(crate) queue_link: AtomicUsize,
     /// The step waiting in line behind the task's first poll, if any (see
     /// `successor`).
     pub(crate) successor: Successor<R>,
@@ -75,7 +76,7 @@ impl<H, R: Parkable> Metadata<H, R> {
             admission: UnsafeCell::new(admission),
             record,
             home,
-            strand_link: AtomicUsize::new(0),
+            queue_link: AtomicUsize::new(0),
             successor: Successor::new(),
         }
     }
