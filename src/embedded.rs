@@ -1,7 +1,7 @@
 //! A strong reference of one word to a value in an `Arc`, through a
 //! header the value embeds: the header's vtable finds the whole value
 //! from the header's address, so the reference needs no second word for
-//! the type. An executor handle (`exec_ptr`) and a pool's count of a task
+//! the type. An executor handle (`Exec`) and a pool's count of a task
 //! (`admission`) are both one.
 
 use std::marker::PhantomData;

@@ -5,14 +5,16 @@
 //! an executor, `spawn.rs`.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::panic::Location;
+use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::admission::Admission;
 use crate::embedded::Embeds;
+use crate::embedded::{whole, Counts, CountsOf, Header, HeaderPtr};
 use crate::error::RejectReason;
-use crate::exec_ptr::{ExecHeader, ExecPtr};
 use crate::task::Metadata;
 use crate::task_id::TaskId;
 
@@ -454,6 +456,93 @@ impl Executor for Exec {
     }
     fn own(&self, key: Internal) -> Option<&dyn Own> {
         self.0.get().own(key)
+    }
+}
+
+// An `Exec` is one word: a strong pointer to a header each of viaduct's
+// executors embeds (see `embedded`), whose vtable finds the executor. An
+// `Arc<dyn Executor>` took two words in every task.
+
+/// A field of an executor that [`Embeds`] it: what its [`ExecPtr`]s find
+/// the executor through.
+pub(crate) struct ExecHeader(&'static ExecVTable);
+
+struct ExecVTable {
+    counts: Counts,
+    /// The executor whose header this is.
+    get: unsafe fn(NonNull<ExecHeader>) -> NonNull<dyn Executor>,
+    /// Its `schedule`, called directly: the one call every wake-up makes.
+    schedule: unsafe fn(NonNull<ExecHeader>, Runnable),
+}
+
+impl Header for ExecHeader {
+    fn counts(&self) -> &'static Counts {
+        &self.0.counts
+    }
+}
+
+struct VTableOf<T>(PhantomData<T>);
+
+impl<T: Executor + Embeds<ExecHeader>> VTableOf<T> {
+    const VTABLE: ExecVTable = ExecVTable {
+        counts: CountsOf::<T, ExecHeader>::COUNTS,
+        get: |h| {
+            // SAFETY: `h` comes from a live `ExecPtr` of a `T`.
+            let whole: NonNull<dyn Executor> = unsafe { whole::<T, ExecHeader>(h) };
+            whole
+        },
+        schedule: |h, runnable| {
+            // SAFETY: as for `get`.
+            unsafe { whole::<T, ExecHeader>(h).as_ref() }.schedule(runnable)
+        },
+    };
+}
+
+impl ExecHeader {
+    /// The header a `T` holds at its offset.
+    pub(crate) const fn of<T: Executor + Embeds<ExecHeader>>() -> ExecHeader {
+        ExecHeader(&VTableOf::<T>::VTABLE)
+    }
+}
+
+/// A strong reference to an executor, one word wide.
+#[derive(Clone)]
+pub(crate) struct ExecPtr(HeaderPtr<ExecHeader>);
+
+impl ExecPtr {
+    /// Takes over `executor`'s strong reference.
+    pub(crate) fn new<T: Executor + Embeds<ExecHeader>>(executor: std::sync::Arc<T>) -> ExecPtr {
+        ExecPtr(HeaderPtr::new(executor))
+    }
+
+    /// A new strong reference to `executor`.
+    ///
+    /// # Safety
+    ///
+    /// `executor` is borrowed through the `Arc` it lives in.
+    pub(crate) unsafe fn of_ref<T: Executor + Embeds<ExecHeader>>(executor: &T) -> ExecPtr {
+        // SAFETY: the caller's contract.
+        ExecPtr(unsafe { HeaderPtr::of_ref(executor) })
+    }
+
+    /// The executor.
+    #[inline]
+    pub(crate) fn get(&self) -> &dyn Executor {
+        // SAFETY: the header is live and its vtable is its executor's; the
+        // executor lives as long as `self` does.
+        unsafe { (self.0.header().0.get)(self.0.as_ptr()).as_ref() }
+    }
+
+    /// Hands `runnable` to the executor.
+    #[inline]
+    pub(crate) fn schedule(&self, runnable: Runnable) {
+        // SAFETY: as in `get`.
+        unsafe { (self.0.header().0.schedule)(self.0.as_ptr(), runnable) }
+    }
+
+    /// The executor's address: the same for every pointer to it.
+    pub(crate) fn addr(&self) -> *const () {
+        self.0.as_ptr().as_ptr() as *const ()
     }
 }
 

@@ -447,7 +447,6 @@ pub mod coop;
 pub mod dump;
 mod embedded;
 mod error;
-mod exec_ptr;
 mod executor;
 pub mod future;
 mod inline;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use event_listener::{Event, Listener};
 
 use crate::embedded::Embeds;
-use crate::exec_ptr::ExecHeader;
+use crate::executor::ExecHeader;
 use crate::executor::Runnable;
 use crate::executor::{Exec, Executor, Internal, Own};
 use crate::metrics::ManualMetrics;

@@ -63,7 +63,7 @@ use std::task::{Context, Poll, Waker};
 use crate::admission::Admission;
 use crate::embedded::Embeds;
 use crate::error::RejectReason;
-use crate::exec_ptr::ExecHeader;
+use crate::executor::ExecHeader;
 use crate::executor::Runnable;
 use crate::executor::{admission_of, home_of, Exec, Executor, Internal, Own};
 use crate::spawn::impl_spawn;

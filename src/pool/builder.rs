@@ -13,7 +13,7 @@ use super::stall::{self, Stall, StallHandler, StallWatch};
 use super::{idle, worker, Hook, PanicHandler, Shared, ThreadPool, OPEN};
 use crate::admission::TrackerHeader;
 use crate::error::PanicPayload;
-use crate::exec_ptr::ExecHeader;
+use crate::executor::ExecHeader;
 
 /// Configures and starts a [`ThreadPool`].
 ///

@@ -63,7 +63,7 @@ use event_listener::{Event, Listener};
 use crate::admission::{admitting_past_limit, Admission, Sink, Tracker, TrackerHeader};
 use crate::embedded::Embeds;
 use crate::error::{drop_payload, PanicPayload, RejectReason};
-use crate::exec_ptr::ExecHeader;
+use crate::executor::ExecHeader;
 use crate::executor::Runnable;
 use crate::executor::{Exec, Executor, Internal, Own};
 use crate::spawn::impl_spawn;

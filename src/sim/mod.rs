@@ -104,7 +104,7 @@ use crate::dump::records::{Books, Here};
 use crate::dump::TaskDump;
 use crate::embedded::Embeds;
 use crate::error::{Panic, PanicPayload, RejectReason, TaskError};
-use crate::exec_ptr::ExecHeader;
+use crate::executor::ExecHeader;
 use crate::executor::{Exec, Executor, Internal, Own, Runnable};
 use crate::spawn::ExecutorExt;
 use crate::task::Metadata;

@@ -112,7 +112,7 @@ use crate::admission::Admission;
 use crate::dump::records::{LockBook, LockKind};
 use crate::embedded::Embeds;
 use crate::error::RejectReason;
-use crate::exec_ptr::ExecHeader;
+use crate::executor::ExecHeader;
 use crate::executor::LockRef;
 use crate::executor::{home_of, Exec, Executor, Internal, Own, Runnable};
 use crate::section;

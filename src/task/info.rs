@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn a_task_carries_no_more_than_it_must() {
         assert!(std::mem::size_of::<crate::executor::TaskInfo>() <= 72);
-        assert!(std::mem::size_of::<crate::JoinHandle<()>>() <= 48);
+        assert!(std::mem::size_of::<super::super::JoinHandle<()>>() <= 48);
         assert!(std::mem::size_of::<super::super::fault::Outcome<()>>() <= 16);
     }
 }
