@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// A header type: its vtable starts with the [`Counts`] of the value it is
+/// A header type: its vtable holds the [`Counts`] of the value it is
 /// embedded in.
 pub(crate) trait Header: 'static {
     fn counts(&self) -> &'static Counts;
@@ -84,8 +84,9 @@ impl<H: Header> HeaderPtr<H> {
     ///
     /// # Safety
     ///
-    /// `value` is the value of a live `Arc<T>`, borrowed through it (or
-    /// through a `Weak` of it while its strong count is not zero).
+    /// `value` is the value pointer of a live `Arc<T>`, with the
+    /// provenance of its whole allocation (`Weak::as_ptr` of a `Weak` of
+    /// it, while its strong count is not zero).
     pub(crate) unsafe fn of_ref<T: Embeds<H>>(value: *const T) -> HeaderPtr<H> {
         // SAFETY: `value` is the value pointer of a live `Arc<T>` (the
         // caller's contract), whose strong count may grow; the new

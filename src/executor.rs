@@ -12,8 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::admission::Admission;
-use crate::embedded::Embeds;
-use crate::embedded::{whole, Counts, CountsOf, Header, HeaderPtr};
+use crate::embedded::{whole, Counts, CountsOf, Embeds, Header, HeaderPtr};
 use crate::error::RejectReason;
 use crate::task::Metadata;
 use crate::task_id::TaskId;
@@ -349,7 +348,8 @@ pub(crate) fn lets_steps_wait_in_line(ex: &Exec) -> bool {
     ex.own(INTERNAL).is_some_and(Own::lets_steps_wait_in_line)
 }
 
-/// Any executor, type-erased: a cheap, clonable `Arc<dyn Executor>`.
+/// Any executor, type-erased: a clonable handle one word wide, which
+/// holds the executor as an `Arc` does.
 ///
 /// # Examples
 ///
@@ -511,18 +511,8 @@ pub(crate) struct ExecPtr(HeaderPtr<ExecHeader>);
 
 impl ExecPtr {
     /// Takes over `executor`'s strong reference.
-    pub(crate) fn new<T: Executor + Embeds<ExecHeader>>(executor: std::sync::Arc<T>) -> ExecPtr {
+    pub(crate) fn new<T: Executor + Embeds<ExecHeader>>(executor: Arc<T>) -> ExecPtr {
         ExecPtr(HeaderPtr::new(executor))
-    }
-
-    /// A new strong reference to `executor`.
-    ///
-    /// # Safety
-    ///
-    /// `executor` is borrowed through the `Arc` it lives in.
-    pub(crate) unsafe fn of_ref<T: Executor + Embeds<ExecHeader>>(executor: &T) -> ExecPtr {
-        // SAFETY: the caller's contract.
-        ExecPtr(unsafe { HeaderPtr::of_ref(executor) })
     }
 
     /// The executor.
@@ -540,7 +530,8 @@ impl ExecPtr {
         unsafe { (self.0.header().0.schedule)(self.0.as_ptr(), runnable) }
     }
 
-    /// The executor's address: the same for every pointer to it.
+    /// The address of the executor's header: the same for every pointer
+    /// to it (`Exec::addr` is the executor's own).
     pub(crate) fn addr(&self) -> *const () {
         self.0.as_ptr().as_ptr() as *const ()
     }
@@ -586,11 +577,9 @@ impl<E: Executor> Own for Erased<E> {
         admission_of(&self.executor, wait)
     }
     fn home(&self) -> Option<Exec> {
-        Some(match &self.home {
-            Some(home) => home.clone(),
-            // SAFETY: `self` is an `Erased`, in the `Arc` of an `Exec`.
-            None => Exec(unsafe { ExecPtr::of_ref(self) }),
-        })
+        // `None` when this is its tasks' home: `home_of` then keeps the
+        // `Exec` it was handed.
+        self.home.clone()
     }
     fn lock_book(&self) -> Option<LockRef> {
         self.executor.own(INTERNAL).and_then(Own::lock_book)

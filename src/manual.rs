@@ -346,14 +346,14 @@ impl Shared {
     }
 }
 
-/// `Shared` is the executor behind an [`Exec`] made from a `ManualExecutor`,
-/// so tasks point at the queue itself, not at a boxed handle.
 // SAFETY: `header` holds `ExecHeader::of::<Shared>()` (see `new`), and a
 // `Shared` lives in an `Arc`.
 unsafe impl Embeds<ExecHeader> for Shared {
     const OFFSET: usize = std::mem::offset_of!(Shared, header);
 }
 
+/// `Shared` is the executor behind an [`Exec`] made from a `ManualExecutor`,
+/// so tasks point at the queue itself, not at a boxed handle.
 impl Executor for Shared {
     fn schedule(&self, runnable: Runnable) {
         let mut queue = self.queue();

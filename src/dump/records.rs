@@ -257,8 +257,8 @@ struct TaskPtr(NonNull<TaskRecord>);
 
 // SAFETY: a `TaskPtr` is only dereferenced under its book's lock, while
 // the task is in the book, and so alive (see `TaskPtr`); what it reads
-// there is atomics and fields fixed at creation (its booking and wait list
-// are read only as `TaskRecord`'s own methods allow).
+// there is atomics and fields fixed at creation (its book, its key and its
+// rare part are read only as `TaskRecord`'s own methods allow).
 unsafe impl Send for TaskPtr {}
 
 /// A pool's records, one per worker.
@@ -538,8 +538,13 @@ fn enter_book(
         task: TaskPtr(NonNull::from(record)),
         world: worlds.map(|(waker, aborted)| (waker.clone(), aborted)),
     });
+    let Ok(key) = u32::try_from(key) else {
+        // Never left in the book unbooked: a dump would read it after it
+        // is gone.
+        tasks.remove(key);
+        panic!("more than 2^32 tasks wait on one worker");
+    };
     drop(tasks);
-    let key = u32::try_from(key).expect("fewer than 2^32 tasks wait on one worker");
     // SAFETY: as above.
     unsafe { *record.book_key.get() = key };
     *booked_in = Some(book.clone());
@@ -656,7 +661,8 @@ pub(crate) enum WaitOn {
         queued_on: Option<Arc<LockBook>>,
         /// The task's done bit. Read only under the wait list's lock,
         /// while the wait is in it: the handle that noted the wait removes
-        /// it before it lets go of the task (see `JoinHandle`'s fields), so
+        /// it before it lets go of the task (in `JoinHandle`'s `Drop`, by
+        /// its key: every owner of a [`Noted`] takes its wait out so), so
         /// the task is alive.
         ended: Flag,
     },
@@ -688,7 +694,8 @@ pub(crate) struct NotedWait {
 }
 
 /// The waits of one task, noted by viaduct's futures as they return
-/// `Pending` in it: made at its first, kept in its [`TaskRecord`], and
+/// `Pending` in it: made at its first, kept in its rare part
+/// ([`RareRecord`]), and
 /// shared with the futures that noted them (a future may outlive the task
 /// it waited in). Only that task's poller adds to it, so its lock is
 /// rarely contended; a dump reads it under its worker book's lock, while
@@ -711,6 +718,8 @@ struct Waits {
 pub(crate) struct WaitKey(usize);
 
 impl WaitKey {
+    /// The key of `what`, which must be the thing itself (a `&LockBook`,
+    /// a `&TaskInfo`), not a reference to a reference on the stack.
     pub(crate) fn of<T>(what: &T) -> WaitKey {
         WaitKey(what as *const T as usize)
     }
@@ -825,7 +834,8 @@ impl TaskRecord {
 
 impl TaskRecord {
     /// Leaves the book, if in one, before the record or what it points
-    /// to goes: `&mut` means nothing else reaches the record.
+    /// to goes. Until this has taken the book's lock a dump may still read
+    /// the record there, which is why it is taken.
     pub(crate) fn leave_book_to_go(&mut self) {
         // SAFETY: as above.
         unsafe { self.leave_book() };

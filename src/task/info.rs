@@ -195,9 +195,9 @@ impl<H, R: Parkable> Drop for Metadata<H, R> {
     }
 }
 
-// SAFETY: every field but `admission` and the record's book is `Sync`. Those two
-// are read and written only by the thread that holds the task's runnable
-// (and the book by the `Drop`, once none does): the schedule
+// SAFETY: every field but `admission` and the record's book and its key
+// is `Sync`. Those are read and written only by the thread that holds the
+// task's runnable (and the book by the `Drop`, once none does): the schedule
 // function and the executor's `schedule` it calls (which are handed the
 // runnable), the task's poll (`Runnable::run`) and the drop of its future
 // (by `run`, or by dropping the runnable). async-task lets one thread hold

@@ -65,7 +65,7 @@ impl<F: Future<Output = Result<T, TaskError>>, T> Future for TaskFuture<'_, F> {
             crate::coop::BUDGET,
         );
         // SAFETY: the worker records were read from the context just now,
-        // where a non-null address is live (see `dump::records::Here`).
+        // where a non-null address is live (see `dump::records::WorkerGuard`).
         let polling =
             unsafe { crate::dump::records::enter_poll(&info.record, poll.worker_records()) };
         #[cfg(feature = "tracing")]
