@@ -89,6 +89,15 @@ pub(crate) struct Context {
 }
 
 impl Context {
+    /// Starts a poll's budget: `full` units, or what
+    /// `coop::with_fresh_budget` set for this one poll. Returns the budget
+    /// it replaced, to restore when the poll ends.
+    #[inline]
+    pub(crate) fn enter_fresh_budget(&self, full: u32) -> Budget {
+        let left = Some(self.fresh_budget.take().unwrap_or(full));
+        self.budget.replace(Budget { left, forced: 0 })
+    }
+
     const fn new() -> Context {
         Context {
             task: Cell::new((std::ptr::null(), std::ptr::null())),
@@ -140,13 +149,10 @@ pub(crate) fn with<R>(f: impl FnOnce(&Context) -> R) -> R {
 /// inside it.
 #[inline]
 pub(crate) fn enter_poll(task: (*const (), *const ()), budget: u32) -> PollGuard {
-    with(|c| {
-        let left = Some(c.fresh_budget.take().unwrap_or(budget));
-        PollGuard {
-            task: c.task.replace(task),
-            budget: c.budget.replace(Budget { left, forced: 0 }),
-            worker_records: c.worker_records.get(),
-        }
+    with(|c| PollGuard {
+        task: c.task.replace(task),
+        budget: c.enter_fresh_budget(budget),
+        worker_records: c.worker_records.get(),
     })
 }
 

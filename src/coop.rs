@@ -92,7 +92,7 @@ fn enter(left: Option<u32>) -> Scope {
 pub(crate) fn fresh() -> Scope {
     // One poll only: a `block_on` nested in it re-polls its future with
     // fresh budgets, which must be whole or it would spin.
-    enter(Some(fresh_budget(Cell::take).unwrap_or(BUDGET)))
+    Scope(crate::context::with(|c| c.enter_fresh_budget(BUDGET)))
 }
 
 /// Runs `f` with the first poll in it starting from `budget` units

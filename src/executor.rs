@@ -427,13 +427,13 @@ impl Exec {
     /// ```
     #[inline]
     pub fn same_as(&self, other: &Exec) -> bool {
-        self.0.addr() == other.0.addr()
+        self.addr() == other.addr()
     }
 }
 
 impl fmt::Debug for Exec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Exec").field(&self.0.addr()).finish()
+        f.debug_tuple("Exec").field(&self.addr()).finish()
     }
 }
 
@@ -528,12 +528,6 @@ impl ExecPtr {
     pub(crate) fn schedule(&self, runnable: Runnable) {
         // SAFETY: as in `get`.
         unsafe { (self.0.header().0.schedule)(self.0.as_ptr(), runnable) }
-    }
-
-    /// The address of the executor's header: the same for every pointer
-    /// to it (`Exec::addr` is the executor's own).
-    pub(crate) fn addr(&self) -> *const () {
-        self.0.as_ptr().as_ptr() as *const ()
     }
 }
 

@@ -348,6 +348,15 @@ impl WorkerBook {
 }
 
 impl TaskRecord {
+    /// Leaves the book, if in one, before the record or what it points
+    /// to goes. Until this has taken the book's lock a dump may still read
+    /// the record there, which is why it is taken.
+    pub(crate) fn leave_book_to_go(&mut self) {
+        // SAFETY: `&mut self`: nobody holds the runnable any more, so
+        // nobody else writes the book (see `book`).
+        unsafe { self.leave_book() };
+    }
+
     /// Leaves the book, if in one. Inlined: most tasks never waited, and
     /// every task ends here twice (its future, then its metadata).
     ///
@@ -829,16 +838,6 @@ impl TaskRecord {
         // whoever reads the record holds the task alive or reads it in
         // its book under the book's lock.
         unsafe { self.rare.load(Acquire).as_ref() }?.waits_if_any()
-    }
-}
-
-impl TaskRecord {
-    /// Leaves the book, if in one, before the record or what it points
-    /// to goes. Until this has taken the book's lock a dump may still read
-    /// the record there, which is why it is taken.
-    pub(crate) fn leave_book_to_go(&mut self) {
-        // SAFETY: as above.
-        unsafe { self.leave_book() };
     }
 }
 
