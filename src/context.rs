@@ -86,6 +86,9 @@ pub(crate) struct Context {
     pub(crate) timer_shard: Cell<usize>,
     /// The `ThreadPerTask` executor whose thread this is (`thread_per_task`).
     pub(crate) thread_owner: Cell<*const ()>,
+    /// The runnables waiting to be dropped by the drop under way here
+    /// (`dropping`).
+    pub(crate) dropping: Cell<*const ()>,
 }
 
 impl Context {
@@ -119,6 +122,7 @@ impl Context {
             ids: Cell::new((0, 0)),
             timer_shard: Cell::new(usize::MAX),
             thread_owner: Cell::new(std::ptr::null()),
+            dropping: Cell::new(std::ptr::null()),
         }
     }
 }

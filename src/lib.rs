@@ -444,6 +444,7 @@ mod block_on;
 pub mod cancel;
 mod context;
 pub mod coop;
+mod dropping;
 pub mod dump;
 mod embedded;
 mod error;

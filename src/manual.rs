@@ -340,8 +340,10 @@ impl Shared {
     /// another task of this executor.
     fn cancel_if_orphaned(&self) {
         if self.handles.load(Ordering::SeqCst) == 0 {
-            let queued = std::mem::take(&mut *self.queue());
-            drop(queued);
+            let mut queued = std::mem::take(&mut *self.queue());
+            while let Some(runnable) = queued.pop_front() {
+                crate::dropping::drop_runnable(runnable);
+            }
         }
     }
 }

@@ -712,7 +712,7 @@ impl Shared {
 
 fn drop_or_run(job: Job) {
     match job {
-        Job::Task(r) => drop(r),
+        Job::Task(r) => crate::dropping::drop_runnable(r),
         fork @ Job::Fork(_) => fork.run(),
     }
 }
