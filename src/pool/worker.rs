@@ -132,6 +132,10 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         last_look: Cell::new(Instant::now()),
         sharing: Cell::new(false),
     };
+    // A thread's first steal registers it with crossbeam's epoch, which
+    // allocates about 2 KiB. Made here, from a queue of its own, it is not
+    // made by whichever `join` first finds another worker's half to take.
+    let _ = Worker::<u8>::new_fifo().stealer().steal();
     let driving = Driving::enter(&ctx);
     let watched = ctx.enter_records();
     ctx.hook(ctx.shared.on_start.as_deref());
