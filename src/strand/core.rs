@@ -1,7 +1,6 @@
 //! The strand itself: its ownership protocol (the ground rules in the
 //! module docs of `strand`), its runner, and what its owners do.
 
-use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -14,7 +13,8 @@ use super::{Shared, StrandMetrics};
 use crate::admission::{past_limit, Admission};
 use crate::dump::records::LockBook;
 use crate::error::{PanicPayload, RejectReason};
-use crate::executor::{admit, try_admit, Exec, Executor, Runnable};
+use crate::executor::{admit, try_admit, Exec, Executor};
+use crate::loom::SetOnce;
 use crate::section::Frame;
 use crate::task::report;
 use crate::task::{create_daemon, current_task_id, task_id, with_current_task, Daemon};
@@ -56,18 +56,17 @@ pub(crate) struct Core {
     dead: AtomicBool,
     /// Owner only: the rest of the batch being run, oldest first.
     batch: OwnerCell<List<Item>>,
-    /// Wakes the runner once it has been started.
-    runner: Waker,
-    /// Cancels the runner when the strand goes.
-    _runner_task: Daemon,
-    /// Owner only: the runner's first runnable, until the first start.
-    fresh: OwnerCell<Option<Runnable>>,
-    /// The strand itself, weakly, for `held`.
-    me: Weak<dyn Any + Send + Sync>,
+    /// The runner's waker, and its handle, which cancels it when the
+    /// strand goes. Made by the first owner that starts the runner: a
+    /// strand that is only ever locked, or whose sections all run on the
+    /// spot, never makes one. Never changed once made.
+    runner: SetOnce<(Waker, Daemon)>,
+    /// The strand itself, weakly, for the runner and for `held`.
+    me: Weak<dyn HasCore>,
     /// Owner only: the strand, held strongly while the runner owns it (from
     /// `start_runner` until it gives the strand up), so that what is queued
     /// keeps the strand alive without a reference per item.
-    held: OwnerCell<Option<Arc<dyn Any + Send + Sync>>>,
+    held: OwnerCell<Option<Arc<dyn HasCore>>>,
     /// Posted closures outstanding, and the one admission of `inner`
     /// that covers them.
     posts: Busy<Admission>,
@@ -84,17 +83,10 @@ impl Core {
         inner: Exec,
         book: LockBook,
     ) -> Core {
-        // The runner is made now, started by the first submission. It
-        // holds the strand weakly: the strand holds its waker.
-        let runner = Runner { shared: me.clone() };
-        let (runnable, daemon) =
-            create_daemon(inner.clone(), runner, TaskKind::StrandRunner, book.location);
         Core {
             queue: Queue::new(),
             batch: OwnerCell::new(List::default()),
-            runner: runnable.waker(),
-            _runner_task: daemon,
-            fresh: OwnerCell::new(Some(runnable)),
+            runner: SetOnce::new(),
             me: me.clone(),
             held: OwnerCell::new(None),
             inner,
@@ -138,10 +130,24 @@ impl Core {
                 *held = self.me.upgrade();
             })
         };
-        // SAFETY: the caller owns the strand.
-        match unsafe { self.fresh.with_mut(Option::take) } {
-            Some(runnable) => runnable.schedule(),
-            None => self.runner.wake_by_ref(),
+        let started = self
+            .runner
+            .with(|runner| runner.map(|(waker, _)| waker.wake_by_ref()).is_some());
+        if !started {
+            // The first start. The runner holds the strand weakly: the
+            // strand holds its waker. Only an owner gets here, one at a
+            // time, so the runner is made once.
+            let runner = Runner {
+                shared: self.me.clone(),
+            };
+            let (runnable, daemon) = create_daemon(
+                self.inner.clone(),
+                runner,
+                TaskKind::StrandRunner,
+                self.book.location,
+            );
+            self.runner.init(|| (runnable.waker(), daemon));
+            runnable.schedule();
         }
     }
 
@@ -471,31 +477,42 @@ fn bump(counter: &AtomicU64, n: u64) {
     counter.store(counter.load(Relaxed) + n, Relaxed);
 }
 
-/// The runner task's future.
-struct Runner<D> {
-    shared: Weak<Shared<D>>,
+/// What the runner reaches the strand by, whatever it guards.
+pub(crate) trait HasCore: Send + Sync + 'static {
+    fn core(&self) -> &Core;
 }
 
-impl<D: Send + Sync + 'static> Future for Runner<D> {
+impl<D: Send + Sync + 'static> HasCore for Shared<D> {
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+/// The runner task's future.
+struct Runner {
+    shared: Weak<dyn HasCore>,
+}
+
+impl Future for Runner {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         match self.shared.upgrade() {
-            Some(shared) => shared.core.run(cx),
+            Some(shared) => shared.core().run(cx),
             // The strand is gone; this is async-task dropping the runner.
             None => Poll::Ready(()),
         }
     }
 }
 
-impl<D> Drop for Runner<D> {
+impl Drop for Runner {
     fn drop(&mut self) {
         if let Some(shared) = self.shared.upgrade() {
             // The strand lives on, so this is the executor throwing the
             // runner's runnable away: the runner was scheduled, so it owned
             // the strand (ground rule 4).
             // SAFETY: as just said.
-            unsafe { shared.core.kill() };
+            unsafe { shared.core().kill() };
         }
     }
 }

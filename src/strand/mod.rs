@@ -15,7 +15,9 @@
 //! lock-free stack (see `queue.rs`) with one atomic operation. A strand
 //! has one *runner*: a long-lived task on the inner
 //! executor that takes the whole stack with one swap, reverses it into a
-//! FIFO batch and runs it. When the stack is empty the runner marks the
+//! FIFO batch and runs it. It is made the first time something queued
+//! needs it, so a strand that is only locked, or whose sections all run
+//! on the spot, has none. When the stack is empty the runner marks the
 //! strand idle and sleeps; the next submission wakes it, so an idle strand
 //! runs a submission at once and no new task is made per batch. After
 //! `BUDGET` (128) items in one poll the runner wakes itself and returns, which
