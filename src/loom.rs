@@ -125,9 +125,15 @@ impl<T> SetOnce<T> {
         }
     }
 
-    /// Sets the value to `f()` unless it is set already.
-    pub(crate) fn init(&self, f: impl FnOnce() -> T) {
-        self.cell.get_or_init(f);
+    /// Sets the value to `f()` unless it is set already; `true` if this
+    /// call set it.
+    pub(crate) fn init(&self, f: impl FnOnce() -> T) -> bool {
+        let mut set = false;
+        self.cell.get_or_init(|| {
+            set = true;
+            f()
+        });
+        set
     }
 
     /// Runs `f` with the value, if it is set.
@@ -150,13 +156,15 @@ impl<T> SetOnce<T> {
         }
     }
 
-    pub(crate) fn init(&self, f: impl FnOnce() -> T) {
-        if !self.set.load(Ordering::Acquire) {
-            // SAFETY: one initialising thread at a time (the type's rule),
-            // and no reader touches the value before `set` is published.
-            self.value.with_mut(|v| unsafe { *v = Some(f()) });
-            self.set.store(true, Ordering::Release);
+    pub(crate) fn init(&self, f: impl FnOnce() -> T) -> bool {
+        if self.set.load(Ordering::Acquire) {
+            return false;
         }
+        // SAFETY: one initialising thread at a time (the type's rule),
+        // and no reader touches the value before `set` is published.
+        self.value.with_mut(|v| unsafe { *v = Some(f()) });
+        self.set.store(true, Ordering::Release);
+        true
     }
 
     pub(crate) fn with<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {

@@ -64,9 +64,10 @@ fn join_allocates_nothing() {
         // Warm-up: the deques reach their size, and the other worker is
         // surely up (its start allocates) since it steals. Neither worker's
         // first steal may allocate while counted: each registers with
-        // crossbeam's epoch as it starts (this one found its own work all
-        // along a warm-up in about 1 run of 100 on a loaded machine, and
-        // its first steal, while counted, allocated).
+        // crossbeam's epoch as it starts (before, this one could find its
+        // own work all along the warm-up, and steal for the first time
+        // while counted: this test failed in about 1 run of 20 on a loaded
+        // machine).
         let stolen = p.metrics().stolen;
         for round in 0..100_000 {
             fib(&p, 15);

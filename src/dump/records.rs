@@ -146,7 +146,9 @@ impl Sequence {
 ///   then `seq` again after an acquire fence, sees the even store (or a
 ///   later one) and retries: a reading pairs one write's fields.
 ///
-/// The loom model below checks it.
+/// It has one writer: the pool worker, or the thread stepping the
+/// simulation's virtual worker, whose record it is. The loom model below
+/// checks it.
 #[derive(Default)]
 pub(crate) struct Running {
     /// Bumped at every poll's start and end (a nested poll's, twice).

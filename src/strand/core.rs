@@ -146,7 +146,11 @@ impl Core {
                 TaskKind::StrandRunner,
                 self.book.location,
             );
-            self.runner.init(|| (runnable.waker(), daemon));
+            // A second runner would be dropped here, and dropping its
+            // daemon handle would cancel it while scheduled: the strand
+            // would die. The ownership rules make it unreachable.
+            let made = self.runner.init(|| (runnable.waker(), daemon));
+            debug_assert!(made, "only an owner starts the runner, one at a time");
             runnable.schedule();
         }
     }

@@ -33,9 +33,10 @@
 //!    section run on the spot, by a task of the inner executor that found
 //!    the strand idle; and a submitter, between the push that found the
 //!    strand idle and its call that starts the runner.
-//! 2. Only the owner takes batches, touches the batch being run, the fresh
-//!    runner and the counters, and runs sections; so sections never overlap
-//!    and run in the order they were taken.
+//! 2. Only the owner takes batches, touches the batch being run and the
+//!    counters, makes the runner (once, at its first start), and runs
+//!    sections; so sections never overlap and run in the order they were
+//!    taken.
 //! 3. Ownership moves only by: a push or `try_acquire` that finds the strand
 //!    idle (acquire); a take that finds the stack empty (release, the
 //!    strand is idle); waking the runner; granting a waiter. An owner that
@@ -129,7 +130,8 @@ use queue::Item;
 ///
 /// A `Strand` is an [`Executor`]: spawn futures on it, run closures on it,
 /// decorate it again. Submitting costs one atomic operation and allocates
-/// nothing beyond the task itself; under load, the strand runs whole
+/// nothing beyond the task itself (the strand's first queued work also
+/// makes its runner task, once); under load, the strand runs whole
 /// batches per atomic operation, so the cost of synchronisation per section
 /// falls as the load grows. A section that panics is reported on its handle
 /// and the strand goes on with the next one.
@@ -243,7 +245,8 @@ impl Strand {
 
     /// Submits `f` to run on the strand later, never inside this call
     /// (asio's `post`). Fire-and-forget, and cheaper than spawning: `f` is
-    /// queued as it is, in one allocation, with no task around it. Posts
+    /// queued as it is, in one allocation, with no task around it (the
+    /// strand's first queued work also makes its runner task, once). Posts
     /// are admitted by the executor as a group: while any post of the
     /// strand is outstanding, a pool counts one live task for them (so
     /// closing and joining the pool waits for them; a bounded pool counts

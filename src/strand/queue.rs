@@ -482,7 +482,8 @@ impl<F: FnOnce() + Send + 'static> Call<F> {
         grants: false,
     };
 
-    /// Boxes `f` as a node: the one allocation a post makes.
+    /// Boxes `f` as a node: the one allocation a post makes (beyond the
+    /// runner, which the strand's first queued work makes).
     pub(crate) fn node(f: F) -> Node {
         let call = Box::new(Call {
             header: Header::new(&Self::VTABLE),
