@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 
 use crate::executor::Runnable;
+use crate::run_queue::RunQueue;
 
 /// Drops `runnable`, cancelling its task; drops it set off wait their
 /// turn (see the module docs).
@@ -18,11 +19,12 @@ pub(crate) fn drop_runnable(runnable: Runnable) {
         // SAFETY: a non-null pointer in the context is the list of the
         // outer call below on this thread, which outlives this one (it
         // clears the pointer before its list goes).
-        let outer = unsafe { &*outer.cast::<RefCell<Vec<Runnable>>>() };
-        outer.borrow_mut().push(runnable);
+        let outer = unsafe { &*outer.cast::<RefCell<RunQueue>>() };
+        outer.borrow_mut().push_back(runnable);
         return;
     }
-    let waiting: RefCell<Vec<Runnable>> = RefCell::new(Vec::new());
+    // Linked through the tasks themselves: a cascade allocates nothing.
+    let waiting: RefCell<RunQueue> = RefCell::default();
     struct Clear;
     impl Drop for Clear {
         fn drop(&mut self) {
@@ -31,7 +33,7 @@ pub(crate) fn drop_runnable(runnable: Runnable) {
     }
     crate::context::with(|c| {
         c.dropping
-            .set((&waiting as *const RefCell<Vec<Runnable>>).cast())
+            .set((&waiting as *const RefCell<RunQueue>).cast())
     });
     // Declared after `waiting`, so dropped before it: what is left in the
     // list after a panic is dropped with the pointer cleared.
@@ -39,7 +41,7 @@ pub(crate) fn drop_runnable(runnable: Runnable) {
     drop(runnable);
     loop {
         // The borrow ends before the drop, which may push onto the list.
-        let next = waiting.borrow_mut().pop();
+        let next = waiting.borrow_mut().pop_front();
         match next {
             Some(runnable) => drop(runnable),
             None => break,

@@ -363,7 +363,7 @@ pub(crate) fn lets_steps_wait_in_line(ex: &Exec) -> bool {
 /// }
 /// ```
 #[derive(Clone)]
-pub struct Exec(ExecPtr);
+pub struct Exec(HeaderPtr<ExecHeader>);
 
 impl Exec {
     /// Erases the type of `executor`. Like every handle you hold, the
@@ -396,7 +396,7 @@ impl Exec {
 
     /// `executor`, as an `Exec`.
     pub(crate) fn of<T: Executor + Embeds<ExecHeader>>(executor: Arc<T>) -> Exec {
-        Exec(ExecPtr::new(executor))
+        Exec(HeaderPtr::new(executor))
     }
 
     /// `executor`, boxed as an `Exec` that is its own tasks' home.
@@ -411,7 +411,15 @@ impl Exec {
     /// The executor's address: the same for every `Exec` of it, and the
     /// address of the value its own handles share (a strand's, a pool's).
     pub(crate) fn addr(&self) -> *const () {
-        self.0.get() as *const dyn Executor as *const ()
+        self.executor() as *const dyn Executor as *const ()
+    }
+
+    /// The executor.
+    #[inline]
+    fn executor(&self) -> &dyn Executor {
+        // SAFETY: the header is live and its vtable is its executor's; the
+        // executor lives as long as `self` does.
+        unsafe { (self.0.header().0.get)(self.0.as_ptr()).as_ref() }
     }
 
     /// `true` if both handles refer to the same executor.
@@ -440,22 +448,23 @@ impl fmt::Debug for Exec {
 impl Executor for Exec {
     #[inline]
     fn schedule(&self, runnable: Runnable) {
-        self.0.schedule(runnable)
+        // SAFETY: as in `executor`.
+        unsafe { (self.0.header().0.schedule)(self.0.as_ptr(), runnable) }
     }
     fn close(&self) {
-        self.0.get().close()
+        self.executor().close()
     }
     fn is_closed(&self) -> bool {
-        self.0.get().is_closed()
+        self.executor().is_closed()
     }
     fn try_run_one(&self) -> bool {
-        self.0.get().try_run_one()
+        self.executor().try_run_one()
     }
     fn name(&self) -> &str {
-        self.0.get().name()
+        self.executor().name()
     }
     fn own(&self, key: Internal) -> Option<&dyn Own> {
-        self.0.get().own(key)
+        self.executor().own(key)
     }
 }
 
@@ -463,8 +472,8 @@ impl Executor for Exec {
 // executors embeds (see `embedded`), whose vtable finds the executor. An
 // `Arc<dyn Executor>` took two words in every task.
 
-/// A field of an executor that [`Embeds`] it: what its [`ExecPtr`]s find
-/// the executor through.
+/// A field of an executor that [`Embeds`] it: what an [`Exec`] of it
+/// finds the executor through.
 pub(crate) struct ExecHeader(&'static ExecVTable);
 
 struct ExecVTable {
@@ -487,7 +496,7 @@ impl<T: Executor + Embeds<ExecHeader>> VTableOf<T> {
     const VTABLE: ExecVTable = ExecVTable {
         counts: CountsOf::<T, ExecHeader>::COUNTS,
         get: |h| {
-            // SAFETY: `h` comes from a live `ExecPtr` of a `T`.
+            // SAFETY: `h` comes from a live `Exec` of a `T`.
             let whole: NonNull<dyn Executor> = unsafe { whole::<T, ExecHeader>(h) };
             whole
         },
@@ -502,32 +511,6 @@ impl ExecHeader {
     /// The header a `T` holds at its offset.
     pub(crate) const fn of<T: Executor + Embeds<ExecHeader>>() -> ExecHeader {
         ExecHeader(&VTableOf::<T>::VTABLE)
-    }
-}
-
-/// A strong reference to an executor, one word wide.
-#[derive(Clone)]
-pub(crate) struct ExecPtr(HeaderPtr<ExecHeader>);
-
-impl ExecPtr {
-    /// Takes over `executor`'s strong reference.
-    pub(crate) fn new<T: Executor + Embeds<ExecHeader>>(executor: Arc<T>) -> ExecPtr {
-        ExecPtr(HeaderPtr::new(executor))
-    }
-
-    /// The executor.
-    #[inline]
-    pub(crate) fn get(&self) -> &dyn Executor {
-        // SAFETY: the header is live and its vtable is its executor's; the
-        // executor lives as long as `self` does.
-        unsafe { (self.0.header().0.get)(self.0.as_ptr()).as_ref() }
-    }
-
-    /// Hands `runnable` to the executor.
-    #[inline]
-    pub(crate) fn schedule(&self, runnable: Runnable) {
-        // SAFETY: as in `get`.
-        unsafe { (self.0.header().0.schedule)(self.0.as_ptr(), runnable) }
     }
 }
 
