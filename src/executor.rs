@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::admission::Admission;
+use crate::dump::records::LockBook;
 use crate::embedded::{whole, Counts, CountsOf, Embeds, Header, HeaderPtr};
 use crate::error::RejectReason;
 use crate::task::Metadata;
@@ -262,7 +263,7 @@ pub trait Own: Executor {
 
     /// The lock a task of this executor waits for before it runs, if the
     /// executor is a strand (for task dumps).
-    fn lock_book(&self) -> Option<LockRef> {
+    fn lock_book(&self) -> Option<StrandBook<'_>> {
         None
     }
 
@@ -289,7 +290,7 @@ fn uncounted_unless_closed<E: Executor + ?Sized>(ex: &E) -> Result<Admission, Re
 /// A strand's record of who holds it, as [`Own::lock_book`] hands it
 /// out; opaque.
 #[doc(hidden)]
-pub struct LockRef(pub(crate) Arc<crate::dump::records::LockBook>);
+pub struct StrandBook<'a>(pub(crate) &'a LockBook);
 
 /// What only viaduct can name: the key to [`Executor::own`], its sealed method.
 #[derive(Clone, Copy)]
@@ -339,8 +340,8 @@ pub(crate) fn home_of<E: Executor + Clone>(ex: &E) -> Exec {
 }
 
 /// The lock a task on `ex` waits for before it runs, if `ex` is a strand.
-pub(crate) fn lock_book_of(ex: &Exec) -> Option<LockRef> {
-    ex.own(INTERNAL).and_then(Own::lock_book)
+pub(crate) fn lock_book_of(ex: &Exec) -> Option<&LockBook> {
+    ex.own(INTERNAL).and_then(Own::lock_book).map(|b| b.0)
 }
 
 /// See [`Own::lets_steps_wait_in_line`].
@@ -558,7 +559,7 @@ impl<E: Executor> Own for Erased<E> {
         // `Exec` it was handed.
         self.home.clone()
     }
-    fn lock_book(&self) -> Option<LockRef> {
+    fn lock_book(&self) -> Option<StrandBook<'_>> {
         self.executor.own(INTERNAL).and_then(Own::lock_book)
     }
 }

@@ -3,10 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::Location;
-use std::sync::Arc;
 use std::time::Instant;
 
-use super::records::{self, Books, Holder, LockBook, WaitRead};
+use super::records::{self, Books, Holder, LockSeen, WaitRead};
 use super::{LockEntry, TaskDump, TaskEntry, TaskKind, TaskState, WaitsOn};
 use crate::task_id::TaskId;
 
@@ -25,8 +24,8 @@ struct Pass {
     tasks: BTreeMap<TaskId, Listed>,
     waits: HashMap<TaskId, Vec<records::NotedWait>>,
     /// By the address of the lock's book: the sequence of its last write,
-    /// and the holder it wrote.
-    locks: HashMap<*const LockBook, (u64, Holder)>,
+    /// and the holder it wrote, as first seen in this pass.
+    locks: HashMap<usize, (u64, Holder)>,
 }
 
 impl Pass {
@@ -75,17 +74,15 @@ impl Pass {
         }
         let mut locks = HashMap::new();
         for wait in waits.values().flatten() {
-            let book = match &wait.on {
-                WaitRead::Lock(book)
+            let seen = match &wait.on {
+                WaitRead::Lock(seen)
                 | WaitRead::Task {
-                    queued_on: Some(book),
+                    queued_on: Some(seen),
                     ..
-                } => book,
+                } => seen,
                 _ => continue,
             };
-            locks
-                .entry(Arc::as_ptr(book))
-                .or_insert_with(|| book.reading());
+            locks.entry(seen.addr).or_insert((seen.seq, seen.holder));
         }
         Pass {
             tasks,
@@ -104,8 +101,8 @@ impl Pass {
         waits.iter().find(|w| w.order == order).map(|w| &w.on)
     }
 
-    fn lock(&self, book: &Arc<LockBook>) -> Option<(u64, Holder)> {
-        self.locks.get(&Arc::as_ptr(book)).copied()
+    fn lock(&self, lock: &LockSeen) -> Option<(u64, Holder)> {
+        self.locks.get(&lock.addr).copied()
     }
 }
 
@@ -140,10 +137,10 @@ impl TaskDump {
         let live = live();
         let mut waits = std::mem::take(&mut second.waits);
         let both = |id: TaskId| first.listed(id) && second.listed(id);
-        let same_holder = |book: &Arc<LockBook>| {
-            let reading = second.lock(book);
+        let same_holder = |lock: &LockSeen| {
+            let reading = second.lock(lock);
             reading.is_some()
-                && first.lock(book) == reading
+                && first.lock(lock) == reading
                 && match reading {
                     Some((_, Holder::Task(holder))) => both(holder),
                     _ => true,
@@ -168,11 +165,14 @@ impl TaskDump {
                 };
                 for wait in waits.remove(&id).unwrap_or_default() {
                     let before = first.wait(id, wait.order);
-                    let lock = |book: &Arc<LockBook>| {
-                        let (_, holder) = second.lock(book).expect("read in the pass");
+                    let lock = |seen: &LockSeen| {
+                        let (seq, holder) = second.lock(seen).expect("read in the pass");
                         LockEntry {
-                            book: book.clone(),
-                            holder,
+                            seen: LockSeen {
+                                seq,
+                                holder,
+                                ..*seen
+                            },
                         }
                     };
                     let (on, steady) = match wait.on {

@@ -81,7 +81,6 @@
 
 use std::fmt;
 use std::panic::Location;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod collect;
@@ -90,7 +89,7 @@ pub(crate) mod records;
 
 use crate::task_id::TaskId;
 pub use crate::task_id::TaskKind;
-use records::{Holder, LockBook, LockKind};
+use records::{Holder, LockKind, LockSeen};
 
 /// Every live task of a pool, as [`ThreadPool::dump`](crate::ThreadPool::dump)
 /// found them.
@@ -172,15 +171,15 @@ pub enum WaitsOn {
 /// A `Guarded` value or strand, as a dump saw it.
 #[derive(Clone)]
 pub struct LockEntry {
-    book: Arc<LockBook>,
-    holder: Holder,
+    /// As the dump's second reading saw it.
+    seen: LockSeen,
 }
 
 impl LockEntry {
     /// What it is: `Guarded<T>` with the value's type, `Strand`, or
     /// `KeyedStrands key`.
     pub fn name(&self) -> String {
-        match self.book.kind {
+        match self.seen.kind {
             LockKind::Strand => "Strand".to_owned(),
             LockKind::Guarded(ty) => format!("Guarded<{ty}>"),
             LockKind::Keyed => "KeyedStrands key".to_owned(),
@@ -190,12 +189,12 @@ impl LockEntry {
     /// Where it was created (for a key of `KeyedStrands`, where the key's
     /// first task was spawned).
     pub fn location(&self) -> &'static Location<'static> {
-        self.book.location
+        self.seen.location
     }
 
     /// The task holding it, if a task does.
     pub fn holder(&self) -> Option<TaskId> {
-        match self.holder {
+        match self.seen.holder {
             Holder::Task(id) => Some(id),
             _ => None,
         }
@@ -204,12 +203,12 @@ impl LockEntry {
     /// `true` if something holds it: a task, or code that is not one (a
     /// posted closure, a thread outside any task).
     pub fn is_held(&self) -> bool {
-        self.holder != Holder::Free
+        self.seen.holder != Holder::Free
     }
 
     /// Two entries of the same value or strand.
     pub fn same_as(&self, other: &LockEntry) -> bool {
-        Arc::ptr_eq(&self.book, &other.book)
+        self.seen.addr == other.seen.addr
     }
 }
 
@@ -218,7 +217,7 @@ impl fmt::Debug for LockEntry {
         f.debug_struct("LockEntry")
             .field("name", &self.name())
             .field("location", &format_args!("{}", self.location()))
-            .field("holder", &self.holder)
+            .field("holder", &self.seen.holder)
             .finish()
     }
 }
@@ -226,7 +225,7 @@ impl fmt::Debug for LockEntry {
 impl fmt::Display for LockEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} created at {}", self.name(), self.location())?;
-        match self.holder {
+        match self.seen.holder {
             Holder::Free => f.write_str(", free"),
             Holder::Task(id) => write!(f, ", held by task {id}"),
             Holder::NotATask => f.write_str(", held outside any task"),

@@ -702,7 +702,54 @@ impl LockBook {
         };
         (seq, holder)
     }
+
+    /// The lock as a dump sees it now, copied out: a dump keeps nothing
+    /// of the lock alive.
+    pub(crate) fn seen(&self) -> LockSeen {
+        let (seq, holder) = self.reading();
+        LockSeen {
+            addr: self as *const LockBook as usize,
+            kind: self.kind,
+            location: self.location,
+            seq,
+            holder,
+        }
+    }
 }
+
+/// A lock as one reading of a dump saw it: copied out while the wait that
+/// names it was still noted, so a dump keeps nothing of the lock alive.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct LockSeen {
+    /// The book's address: the lock's identity while it lives. A lock
+    /// freed between two readings and another made at its address is not
+    /// mistaken for it where it matters: the waits on the first went with
+    /// it, so no wait on it is seen in both.
+    pub(crate) addr: usize,
+    pub(crate) kind: LockKind,
+    pub(crate) location: &'static Location<'static>,
+    /// The sequence of the book's last write.
+    pub(crate) seq: u64,
+    pub(crate) holder: Holder,
+}
+
+/// How a dump finds, while a wait on a task is noted, the strand the task
+/// is queued on, if any: `read` called with `task` (a task's metadata,
+/// alive while the wait is in its list, erased).
+#[derive(Clone, Copy)]
+pub(crate) struct QueuedOn {
+    pub(crate) task: NonNull<()>,
+    /// # Safety
+    ///
+    /// Called with `task` only, while the wait is in its list.
+    pub(crate) read: unsafe fn(NonNull<()>) -> Option<LockSeen>,
+}
+
+// SAFETY: `task` is only passed to `read`, which uses it as a shared
+// reference to a task's metadata (`Sync`) while the task is alive.
+unsafe impl Send for QueuedOn {}
+// SAFETY: as above.
+unsafe impl Sync for QueuedOn {}
 
 /// The tasks of a scope that a dump may list, for the wait of the task
 /// that opened it: each enters when its first poll returns `Pending` (one
@@ -728,13 +775,16 @@ impl ScopeBook {
 /// What a task waits on, as one of viaduct's futures notes it.
 #[derive(Clone)]
 pub(crate) enum WaitOn {
-    /// A `Guarded` lock or a strand.
+    /// A `Guarded` lock or a strand. The wait holds its book: a lock
+    /// future that is forgotten leaves its wait noted, and its `Guarded`
+    /// may go.
     Lock(Arc<LockBook>),
-    /// Another task's handle; `queued_on` is the strand the task belongs
-    /// to, if it does (a `with` section, which waits for the holder).
+    /// Another task's handle; `queued_on` finds the strand the task
+    /// belongs to, if it does (a `with` section, which waits for the
+    /// holder). Like `ended`, it is read only under the wait list's lock.
     Task {
         id: TaskId,
-        queued_on: Option<Arc<LockBook>>,
+        queued_on: QueuedOn,
         /// The task's done bit. Read only under the wait list's lock,
         /// while the wait is in it: the handle that noted the wait removes
         /// it before it lets go of the task (in `JoinHandle`'s `Drop`, by
@@ -749,12 +799,12 @@ pub(crate) enum WaitOn {
 /// A wait as a dump reads it.
 #[derive(Clone)]
 pub(crate) enum WaitRead {
-    Lock(Arc<LockBook>),
+    Lock(LockSeen),
     /// `ended`: the task's future has been dropped (its handle will say
     /// so when polled).
     Task {
         id: TaskId,
-        queued_on: Option<Arc<LockBook>>,
+        queued_on: Option<LockSeen>,
         ended: bool,
     },
     /// The scope's listable tasks, when the wait was read.
@@ -771,20 +821,67 @@ pub(crate) struct NotedWait {
 
 /// The waits of one task, noted by viaduct's futures as they return
 /// `Pending` in it: made at its first, kept in its rare part
-/// ([`RareRecord`]), and
-/// shared with the futures that noted them (a future may outlive the task
-/// it waited in). Only that task's poller adds to it, so its lock is
-/// rarely contended; a dump reads it under its worker book's lock, while
-/// the task is in the book.
-#[derive(Default)]
-pub(crate) struct WaitList(Mutex<Waits>);
-
-#[derive(Default)]
-struct Waits {
-    /// The order the next wait is noted with.
-    next_order: u64,
-    waits: Vec<(u64, WaitKey, WaitOn)>,
+/// ([`RareRecord`]), and shared with the futures that noted them (a future
+/// may outlive the task it waited in). Only that task's poller adds to it,
+/// so its lock is rarely contended; a dump reads it under its worker
+/// book's lock, while the task is in the book.
+///
+/// A lock wait is noted and taken out at every contended `lock`, so the
+/// first wait of a task, the usual one, goes into a slot of its own
+/// without a lock: noting it costs plain stores, and taking it out one
+/// compare-and-swap. Waits noted while the slot is full go into a vector
+/// under a lock (a flag taken with one compare-and-swap and given back
+/// with one store).
+///
+/// # The first slot
+///
+/// `first` says who may touch `first_wait`:
+///
+/// - `0`: empty. Only the task's poller fills it (so one thread at a
+///   time): it writes the wait, then stores `order << 1` (release).
+/// - `order << 1`: full. Nobody writes the wait. A dump reads it after
+///   turning `first` into `order << 1 | 1` (*reading*) by compare-and-swap
+///   (acquire), and stores `order << 1` back (release) when done. The
+///   future that noted it takes it out after turning `first` into
+///   [`EMPTYING`] by compare-and-swap from full (acquire), waiting out a
+///   reading, then stores `0` (release).
+///
+/// So a dump never reads a wait that was taken out: the future that took
+/// it out has waited for the reading to end, and only then lets go of
+/// what the wait names (a lock, a task), which a dump then no longer
+/// reads. The loom model `first_wait_is_never_read_after_it_is_taken_out`
+/// checks it.
+pub(crate) struct WaitList {
+    first: crate::loom::AtomicU64,
+    first_wait: crate::loom::UnsafeCell<Option<(WaitKey, WaitOn)>>,
+    /// The order the next wait is noted with: written by the task's
+    /// poller only.
+    next_order: crate::loom::AtomicU64,
+    locked: crate::loom::AtomicBool,
+    rest: UnsafeCell<Vec<(u64, WaitKey, WaitOn)>>,
 }
+
+/// `first` while the future that noted the first wait takes it out.
+const EMPTYING: u64 = 1;
+
+impl Default for WaitList {
+    fn default() -> Self {
+        WaitList {
+            first: crate::loom::AtomicU64::new(0),
+            first_wait: crate::loom::UnsafeCell::new(None),
+            next_order: crate::loom::AtomicU64::new(0),
+            locked: crate::loom::AtomicBool::new(false),
+            rest: UnsafeCell::new(Vec::new()),
+        }
+    }
+}
+
+// SAFETY: `first_wait` is touched as `first` says (see the type's docs),
+// and `rest` only by whoever holds `locked` (see `WaitList::with_rest`),
+// each handed over with a release/acquire pair; a `WaitOn` is `Send`.
+unsafe impl Sync for WaitList {}
+// SAFETY: as above: the list owns its `Send` waits.
+unsafe impl Send for WaitList {}
 
 /// Tells a noted wait apart from the others in its list: the address of
 /// what it waits on (a lock's book, a task's metadata, a scope's book).
@@ -802,52 +899,173 @@ impl WaitKey {
 }
 
 impl WaitList {
-    /// Notes `wait`, to be taken out by `key`.
-    fn enter(&self, key: WaitKey, wait: WaitOn) {
-        let mut waits = lock_std(&self.0);
-        waits.next_order += 1;
-        let order = waits.next_order;
-        waits.waits.push((order, key, wait));
+    /// Runs `f` on the waits beyond the first, holding the list's lock.
+    /// The holder is quick (a push, a swap-remove, a dump's copy), so a
+    /// contender spins, yielding its thread once in a while in case the
+    /// holder was preempted.
+    fn with_rest<R>(&self, f: impl FnOnce(&mut Vec<(u64, WaitKey, WaitOn)>) -> R) -> R {
+        let mut spins = 0u32;
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Acquire, Relaxed)
+            .is_err()
+        {
+            spins += 1;
+            backoff(spins);
+        }
+        /// Gives the lock back, also if `f` unwinds (a dump's reading of
+        /// a queued task's executor clones and drops a user's executor).
+        struct Unlock<'a>(&'a crate::loom::AtomicBool);
+        impl Drop for Unlock<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Release);
+            }
+        }
+        let _unlock = Unlock(&self.locked);
+        // SAFETY: the flag is ours (taken above with acquire, given back
+        // by `_unlock` with release): nothing else touches the waits.
+        f(unsafe { &mut *self.rest.get() })
     }
 
-    fn leave(&self, key: WaitKey) {
-        let mut waits = lock_std(&self.0);
-        let left = waits
-            .waits
-            .iter()
-            .position(|(_, k, _)| *k == key)
-            .map(|i| waits.waits.swap_remove(i));
-        drop(waits);
-        drop(left); // after the lock: it may hold the last `Arc` of a book
+    /// Notes `wait`, to be taken out by `key`; `true` if it went into the
+    /// first slot. Called by the task's poller only.
+    fn enter(&self, key: WaitKey, wait: WaitOn) -> bool {
+        let order = self.next_order.load(Relaxed) + 1;
+        self.next_order.store(order, Relaxed);
+        // Acquire: the last wait's taking out is over.
+        if self.first.load(Acquire) == 0 {
+            // SAFETY: empty, and only the poller (this thread) fills it.
+            unsafe { self.first_wait.with_mut(|w| *w = Some((key, wait))) };
+            self.first.store(order << 1, Release);
+            return true;
+        }
+        self.with_rest(|rest| rest.push((order, key, wait)));
+        false
+    }
+
+    /// Takes out the wait noted by `key`, which went into the first slot
+    /// if `first`.
+    fn leave(&self, key: WaitKey, first: bool) {
+        if !first {
+            let left = self.with_rest(|rest| {
+                let i = rest.iter().position(|(_, k, _)| *k == key)?;
+                Some(rest.swap_remove(i))
+            });
+            drop(left); // after the lock: it may hold the last `Arc` of a scope's book
+            return;
+        }
+        let mut spins = 0u32;
+        loop {
+            let now = self.first.load(Relaxed);
+            debug_assert!(now >> 1 != 0, "the first wait was taken out twice");
+            // Full, not being read: ours to empty. Acquire: a reading
+            // that ended is over before the wait goes.
+            if now & 1 == 0
+                && self
+                    .first
+                    .compare_exchange_weak(now, EMPTYING, Acquire, Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
+            spins += 1;
+            backoff(spins);
+        }
+        // SAFETY: `EMPTYING`: the slot is this thread's alone.
+        let left = unsafe { self.first_wait.with_mut(Option::take) };
+        self.first.store(0, Release);
+        drop(left);
+    }
+
+    /// The first wait as a dump reads it, if there is one.
+    fn read_first(&self) -> Option<NotedWait> {
+        let mut spins = 0u32;
+        let full = loop {
+            let now = self.first.load(Relaxed);
+            if now >> 1 == 0 {
+                return None; // empty, or being emptied
+            }
+            if now & 1 == 0
+                && self
+                    .first
+                    .compare_exchange_weak(now, now | 1, Acquire, Relaxed)
+                    .is_ok()
+            {
+                break now;
+            }
+            // Another dump is reading it.
+            spins += 1;
+            backoff(spins);
+        };
+        /// Ends the reading, also if it unwinds.
+        struct Done<'a>(&'a crate::loom::AtomicU64, u64);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(self.1, Release);
+            }
+        }
+        let _done = Done(&self.first, full);
+        // SAFETY: reading: nobody writes the slot until `_done` ends it.
+        unsafe {
+            self.first_wait.with_mut(|w| {
+                w.as_ref()
+                    // Being read, with the wait in the slot.
+                    .map(|(_, wait)| NotedWait::read(full >> 1, wait))
+            })
+        }
     }
 
     /// The waits noted now, in the order they began.
     fn read(&self) -> Vec<NotedWait> {
-        let waits = lock_std(&self.0);
-        let mut read: Vec<NotedWait> = waits
-            .waits
-            .iter()
-            .map(|(order, _, wait)| NotedWait {
-                order: *order,
-                on: match wait {
-                    WaitOn::Lock(book) => WaitRead::Lock(book.clone()),
-                    WaitOn::Task {
-                        id,
-                        queued_on,
-                        ended,
-                    } => WaitRead::Task {
-                        id: *id,
-                        queued_on: queued_on.clone(),
-                        // SAFETY: read under the list's lock, with the
-                        // wait in it (see `WaitOn::Task`).
-                        ended: unsafe { ended.is_set() },
-                    },
-                    WaitOn::Scope(book) => WaitRead::Scope(book.members()),
-                },
-            })
-            .collect();
+        let mut read: Vec<NotedWait> = self.with_rest(|rest| {
+            rest.iter()
+                // SAFETY: under the list's lock, with the wait in it.
+                .map(|(order, _, wait)| unsafe { NotedWait::read(*order, wait) })
+                .collect()
+        });
+        read.extend(self.read_first());
         read.sort_by_key(|w| w.order);
         read
+    }
+}
+
+impl NotedWait {
+    /// How a dump reads `wait`, noted with `order`.
+    ///
+    /// # Safety
+    ///
+    /// The wait is in its list and held there while this runs: under the
+    /// list's lock, or being read in the first slot. So the future that
+    /// noted it has not taken it out, and what it names is alive.
+    unsafe fn read(order: u64, wait: &WaitOn) -> NotedWait {
+        NotedWait {
+            order,
+            on: match wait {
+                WaitOn::Lock(book) => WaitRead::Lock(book.seen()),
+                WaitOn::Task {
+                    id,
+                    queued_on,
+                    ended,
+                } => WaitRead::Task {
+                    id: *id,
+                    // SAFETY: the caller's contract (see `WaitOn::Task`).
+                    queued_on: unsafe { (queued_on.read)(queued_on.task) },
+                    // SAFETY: as above.
+                    ended: unsafe { ended.is_set() },
+                },
+                WaitOn::Scope(book) => WaitRead::Scope(book.members()),
+            },
+        }
+    }
+}
+
+/// Spins a little, then yields the thread now and then: for waits on a
+/// holder that is quick unless it was preempted.
+fn backoff(spins: u32) {
+    if spins % 64 == 0 && !cfg!(loom) {
+        std::thread::yield_now();
+    } else {
+        crate::loom::spin_loop();
     }
 }
 
@@ -916,9 +1134,35 @@ impl Drop for TaskRecord {
 
 /// A wait noted in its task's [`WaitList`], kept by the future that waits,
 /// which takes it out by its key when it is done, and before it goes: one
-/// word, which every `JoinHandle` and lock request carries.
+/// word, which every `JoinHandle` and lock request carries. The word is a
+/// count of the list (from `Arc::into_raw`) with [`IN_FIRST`] set if the
+/// wait went into the list's first slot, or 0.
 #[derive(Default)]
-pub(crate) struct Noted(Option<Arc<WaitList>>);
+pub(crate) struct Noted(usize);
+
+/// In [`Noted`]'s word: the wait is in its list's first slot. A list is
+/// aligned to 8, so its address leaves the bit free.
+const IN_FIRST: usize = 1;
+
+impl Noted {
+    /// The list the wait is noted in, if any.
+    fn list(&self) -> Option<&WaitList> {
+        // SAFETY: a nonzero word holds a count of the list (see the type).
+        (self.0 != 0).then(|| unsafe { &*((self.0 & !IN_FIRST) as *const WaitList) })
+    }
+
+    /// Takes the noted wait's list out: the count, and whether the wait is
+    /// in its first slot.
+    fn take(&mut self) -> Option<(Arc<WaitList>, bool)> {
+        let word = std::mem::take(&mut self.0);
+        (word != 0).then(|| {
+            // SAFETY: a nonzero word holds a count of the list, from
+            // `Arc::into_raw`, given back once (the word is now 0).
+            let list = unsafe { Arc::from_raw((word & !IN_FIRST) as *const WaitList) };
+            (list, word & IN_FIRST != 0)
+        })
+    }
+}
 
 impl Noted {
     /// Notes that `task` (the record of the task being polled on this
@@ -933,11 +1177,11 @@ impl Noted {
         key: WaitKey,
         what: impl FnOnce() -> WaitOn,
     ) {
-        if let Some(noted_in) = &self.0 {
+        if let Some(noted_in) = self.list() {
             if task
                 .as_ref()
                 .and_then(|(record, _)| record.waits_if_any())
-                .is_some_and(|w| std::ptr::eq(w, &**noted_in))
+                .is_some_and(|w| std::ptr::eq(w, noted_in))
             {
                 return;
             }
@@ -950,15 +1194,15 @@ impl Noted {
             return; // not a pool's or a simulation's worker: no dump lists the task
         }
         let list = rare().waits();
-        list.enter(key, what());
-        self.0 = Some(list);
+        let first = list.enter(key, what());
+        self.0 = Arc::into_raw(list) as usize | if first { IN_FIRST } else { 0 };
     }
 
     /// The wait noted by `key` is over.
     #[inline]
     pub(crate) fn done(&mut self, key: WaitKey) {
-        if let Some(list) = self.0.take() {
-            list.leave(key);
+        if let Some((list, first)) = self.take() {
+            list.leave(key, first);
         }
     }
 }
@@ -968,7 +1212,8 @@ impl Drop for Noted {
         // Its owner's `Drop` takes the wait out: a wait left in the list
         // would name a wait that no longer is, and a dump could report a
         // cycle that is not there.
-        debug_assert!(self.0.is_none(), "a noted wait outlived its future");
+        debug_assert!(self.0 == 0, "a noted wait outlived its future");
+        drop(self.take());
     }
 }
 
@@ -1056,6 +1301,52 @@ mod loom_model {
             assert_eq!(held_second, expected(second));
             owner.join().unwrap();
             assert_eq!(book.reading(), (6, Holder::Task(task.unwrap())));
+        });
+    }
+
+    /// A dump reads a task's waits while the future that noted the first
+    /// one takes it out and then lets go of the lock it named (here: marks
+    /// its book held by "nobody could", which a reading after the taking
+    /// out would see), and the task's poller notes two more waits, one of
+    /// them in the emptied first slot. The dump reads each wait whole or
+    /// not at all, never after it was taken out, and never a slot being
+    /// written.
+    #[test]
+    fn first_wait_is_never_read_after_it_is_taken_out() {
+        let location = here();
+        loom::model(move || {
+            let list = Arc::new(WaitList::default());
+            let gone = std::sync::Arc::new(LockBook::new(LockKind::Strand, location));
+            let other = std::sync::Arc::new(LockBook::new(LockKind::Keyed, location));
+            let (to_gone, to_other) = (gone.clone(), other.clone());
+            assert!(list.enter(WaitKey::of(&*gone), WaitOn::Lock(to_gone.clone())));
+            let dump = {
+                let list = list.clone();
+                let gone = std::sync::Arc::as_ptr(&gone) as usize;
+                thread::spawn(move || {
+                    for wait in list.read() {
+                        if let WaitRead::Lock(seen) = wait.on {
+                            // The first wait on it, noted before it went.
+                            if seen.addr == gone && wait.order == 1 {
+                                assert_eq!(
+                                    seen.holder,
+                                    Holder::Free,
+                                    "read after it was taken out"
+                                );
+                            }
+                        }
+                    }
+                })
+            };
+            list.leave(WaitKey::of(&*gone), true);
+            gone.held_by(None);
+            let first = list.enter(WaitKey::of(&*other), WaitOn::Lock(to_other));
+            let second = list.enter(WaitKey::of(&*gone), WaitOn::Lock(to_gone));
+            assert!(first && !second, "the emptied slot takes the next wait");
+            list.leave(WaitKey::of(&*other), first);
+            list.leave(WaitKey::of(&*gone), second);
+            dump.join().unwrap();
+            assert!(list.read().is_empty());
         });
     }
 }

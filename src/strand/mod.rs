@@ -116,8 +116,7 @@ use crate::dump::records::{LockBook, LockKind};
 use crate::embedded::Embeds;
 use crate::error::RejectReason;
 use crate::executor::ExecHeader;
-use crate::executor::LockRef;
-use crate::executor::{home_of, Exec, Executor, Internal, Own, Runnable};
+use crate::executor::{home_of, Exec, Executor, Internal, Own, Runnable, StrandBook};
 use crate::section;
 use crate::spawn::impl_spawn;
 use crate::task::{current_task_id, spawn_or_reject, JoinHandle};
@@ -465,8 +464,8 @@ impl<D: Send + Sync + 'static> Own for Shared<D> {
         self.core.admission(wait)
     }
 
-    fn lock_book(&self) -> Option<LockRef> {
-        Some(LockRef(self.core.book.clone()))
+    fn lock_book(&self) -> Option<StrandBook<'_>> {
+        Some(StrandBook(&self.core.book))
     }
 }
 

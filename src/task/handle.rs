@@ -18,7 +18,7 @@ use super::current::current_task_id;
 use super::fault::{Failure, Outcome};
 use super::info::{ABORTED, DONE};
 use crate::admission::Sink;
-use crate::dump::records::{Flag, Noted, WaitKey, WaitOn};
+use crate::dump::records::{Flag, LockBook, LockSeen, Noted, QueuedOn, WaitKey, WaitOn};
 use crate::error::{ByValue, TaskError};
 use crate::executor::{lock_book_of, Exec, Runnable, TaskInfo};
 use crate::task_id::TaskId;
@@ -489,7 +489,10 @@ impl<T> Future for JoinHandle<T> {
                     Poll::Pending => {
                         super::current::note_wait(noted, WaitKey::of(info), || WaitOn::Task {
                             id: info.record.id,
-                            queued_on: info.with_executor(lock_book_of).map(|b| b.0),
+                            queued_on: QueuedOn {
+                                task: NonNull::from(info).cast(),
+                                read: read_queued_on,
+                            },
                             ended: Flag::new(&info.record.flags, DONE),
                         });
                         crate::section::check_not_blocking_on("a task or section", || {
@@ -528,6 +531,17 @@ impl<T> Future for JoinHandle<T> {
             }
         }
     }
+}
+
+/// The strand a task is queued on, for a dump reading a wait on it.
+///
+/// # Safety
+///
+/// `task` is the `TaskInfo` of a live task.
+unsafe fn read_queued_on(task: NonNull<()>) -> Option<LockSeen> {
+    // SAFETY: the caller's contract.
+    let info = unsafe { task.cast::<TaskInfo>().as_ref() };
+    info.with_executor(|ex| lock_book_of(ex).map(LockBook::seen))
 }
 
 impl<T> Drop for JoinHandle<T> {
