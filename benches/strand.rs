@@ -11,9 +11,12 @@
 //! `cargo bench --bench strand` prints medians (rounds interleaved across
 //! the contenders) in ns per section, the strand's mean batch size, and
 //! ratios viaduct / best peer (below 1.0: viaduct is faster).
+//! - Queued sections: 200,000 `with` sections from a thread outside the
+//!   pool (so none runs on the spot), awaited after.
+//!
 //! `BENCH_ROUNDS` sets the number of timed rounds (default 9); `BENCH_ONLY`
 //! runs only the contenders whose name contains it (`with`, `lock`,
-//! `tokio`, `async-lock`, `post`, `std mutex`); `BENCH_N` the task counts
+//! `tokio`, `async-lock`, `post`, `std mutex`, `queued with`); `BENCH_N` the task counts
 //! of the contention table (default `2,8,64,512`).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -175,6 +178,16 @@ fn strand_posts(strand: &Strand) {
     block_on(strand.run(|| ())).unwrap();
 }
 
+/// Sections in the queued-`with` row.
+const QUEUED: usize = 200_000;
+
+fn queued_with(g: &Guarded<u64>) {
+    let handles: Vec<_> = (0..QUEUED).map(|_| g.with(|v| *v += 1)).collect();
+    for h in handles {
+        block_on(h).unwrap();
+    }
+}
+
 fn mutex_increments(m: &Mutex<u64>) {
     thread::scope(|s| {
         for _ in 0..POSTERS {
@@ -290,6 +303,21 @@ fn main() {
         ns_per(dm, POSTERS * POSTS),
         strand.metrics().mean_batch(),
         ratio(ds, dm)
+    );
+
+    // Every section queued: the caller is not a task of the pool, so none
+    // runs on the spot. What a queued section costs, end to end.
+    println!();
+    println!(
+        "queued with: {QUEUED} sections from a thread outside the pool, awaited after; \
+         ns per section, median of {rounds} rounds"
+    );
+    let g = Guarded::new(pool.clone(), 0u64);
+    let [dq] = measure_interleaved(rounds, [("queued with", &mut || queued_with(&g))]);
+    println!(
+        "{:>14} {:>11}",
+        ns_per(dq, QUEUED),
+        format!("{:.1}", g.metrics().mean_batch())
     );
 
     // The performance targets of issue 32: viaduct over the peer, and the bound.

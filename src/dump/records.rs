@@ -531,6 +531,20 @@ pub(crate) unsafe fn enter_poll(record: &TaskRecord, here: *const ()) -> Option<
     Some(Polling { here, outer })
 }
 
+/// Notes, on a pool worker, that a strand's runner is running the queued
+/// `with` section `id`, called at `location`: dumps list it as a running
+/// task while the returned guard lives, nested in the runner's poll.
+#[inline]
+pub(crate) fn enter_section(id: TaskId, location: &'static Location<'static>) -> Option<Polling> {
+    let here = NonNull::new(records_here().cast_mut())?;
+    // SAFETY: non-null worker records are live (see `WorkerGuard`).
+    let running = unsafe { here.as_ref() }.running();
+    let location = location as *const Location<'static> as *mut Location<'static>;
+    let task = id.as_u64() | (TaskKind::Spawned as u64) << KIND_SHIFT;
+    let outer = running.open(task, location);
+    Some(Polling { here, outer })
+}
+
 impl Drop for Polling {
     #[inline]
     fn drop(&mut self) {

@@ -10,14 +10,16 @@ use std::task::{Context, Poll, Waker};
 use super::busy::Busy;
 use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Ran, Taken};
 use super::{Shared, StrandMetrics};
-use crate::admission::{past_limit, Admission};
-use crate::dump::records::LockBook;
+use crate::admission::{past_limit, Admission, Sink};
+use crate::dump::records::{self, LockBook};
 use crate::error::{PanicPayload, RejectReason};
 use crate::executor::{admit, try_admit, Exec, Executor};
 use crate::loom::SetOnce;
 use crate::section::Frame;
 use crate::task::report;
-use crate::task::{create_daemon, current_task_id, task_id, with_current_task, Daemon};
+use crate::task::{
+    create_daemon, current_task, current_task_id, task_id, with_current_task, Daemon,
+};
 use crate::task_id::TaskKind;
 use crate::trace::trace_event;
 
@@ -209,7 +211,7 @@ impl Core {
                     self.posts.leave(std::mem::take(posts));
                     // SAFETY: the caller owns the strand until the grant.
                     let held = unsafe { self.held.with_mut(Option::take) };
-                    if let Ran::Granted = node.run() {
+                    if let Ran::Granted = node.run(&|| None) {
                         drop(held);
                         return None;
                     }
@@ -271,6 +273,8 @@ impl Core {
         let frame = Frame::new(self.id(), std::ptr::null(), current_task_id());
         let _entered = frame.enter();
         let mut posts = 0;
+        // The runner's own id, looked up at its first queued section.
+        let mut runner = None;
         for _ in 0..BUDGET {
             // SAFETY: the runner is polled only after an owner handed the
             // strand over to it (ground rule 4).
@@ -282,11 +286,21 @@ impl Core {
                     self.book.released();
                 }
                 Some(Item::Node(call)) => {
-                    // A posted closure runs in the runner's own task.
+                    // A posted closure or a queued section runs in the
+                    // runner's own task: what it waits on is noted in the
+                    // runner, so the runner is the holder a dump names (a
+                    // cycle through a section's wait goes through it). A
+                    // section is also listed as running, by its own id and
+                    // call site.
                     frame.set_task(frame.outer());
                     posts += 1;
-                    self.book.held_by(None);
-                    let ran = call.run();
+                    let about = call.about();
+                    self.book
+                        .held_by(about.and_then(|_| *runner.get_or_insert_with(current_task)));
+                    let running =
+                        about.and_then(|(id, location)| records::enter_section(id, location));
+                    let ran = call.run(&|| self.sink());
+                    drop(running);
                     self.book.released();
                     match ran {
                         Ran::Done => {}
@@ -304,19 +318,28 @@ impl Core {
         Poll::Pending
     }
 
-    /// Counts a post in, unless the strand refuses it (closed, dead, or
-    /// over a closed executor): `false` then, and the post is dropped.
+    /// Counts a post or a queued section in, unless the strand refuses it
+    /// (closed, dead, or over a closed executor): the reason then, and the
+    /// work is not queued.
     #[inline]
-    pub(crate) fn count_post_in(&self) -> bool {
-        !self.is_closed() && self.posts.enter(|| self.admit()).is_ok()
+    pub(crate) fn count_queued_in(&self) -> Result<(), RejectReason> {
+        if self.is_closed() {
+            return Err(RejectReason::Closed);
+        }
+        self.posts.enter(|| self.admit())
     }
 
-    /// A posted closure has no handle to report a panic to: it goes where
-    /// a detached task's would (a pool's `on_unobserved_panic`), through
-    /// the admission that covers the post, and the strand goes on.
+    /// Where a panic of queued work goes that nobody reads (a post's, a
+    /// detached section's): where a detached task's would (a pool's
+    /// `on_unobserved_panic`), through the admission that covers it.
+    fn sink(&self) -> Option<Sink> {
+        self.posts.with_held(|a| a.and_then(Admission::sink))
+    }
+
+    /// A posted closure has no handle to report a panic to: it goes to the
+    /// strand's sink, and the strand goes on.
     fn report_post_panic(&self, payload: PanicPayload) {
-        let sink = self.posts.with_held(|a| a.and_then(Admission::sink));
-        report(sink.as_ref(), payload);
+        report(self.sink().as_ref(), payload);
     }
 
     /// Marks the strand dead (Shutdown step 2) and drains it.

@@ -1,6 +1,8 @@
 //! [`Guarded<T>`]: data owned by a strand, the strand as an async mutex.
 //!
-//! A [`with`](Guarded::with) section is a task of the strand. A
+//! A [`with`](Guarded::with) section runs on the spot when it can; else it
+//! is a node of the strand's queue (`node.rs`), which the runner runs
+//! between its other items, writing the result in place for the handle. A
 //! [`lock`](Guarded::lock) request is a [`Waiter`] in the same queue: when
 //! its turn comes, the strand's owner *grants* it (ground rule 3 of the
 //! strand) and the strand is parked until the guard drops; the guard's drop
@@ -43,8 +45,10 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 
+use super::node;
 use super::queue::{Header, Item, Node, NodeVTable, Pushed, Ran};
 use super::{Shared, StrandMetrics};
+use crate::admission::Sink;
 use crate::dump::records::{LockBook, LockKind, Noted, WaitKey, WaitOn};
 use crate::error::{Panic, PanicPayload, TaskError};
 use crate::executor::{Exec, Executor};
@@ -167,7 +171,13 @@ impl<T: Send + 'static> Guarded<T> {
     /// on the spot), `f` runs right here, before `with` returns, like
     /// asio's `dispatch`; the caller is on that executor already, and
     /// nothing is queued before it. Otherwise the section is queued and
-    /// runs on the strand's executor.
+    /// runs on the strand's executor, in the strand's runner task: no task
+    /// is made for it, and it is woken once, with its result. Its handle's
+    /// [`id`](JoinHandle::id) names it, and a task dump lists it, running,
+    /// at this call; what it waits on while it runs is listed under the
+    /// runner, which then holds the value. Aborting the handle before the
+    /// section's turn drops `f` unrun, in its turn; the handle says
+    /// [`Cancelled`](crate::TaskError::Cancelled) once `f` is dropped.
     ///
     /// On a closed strand (its executor closed) the handle resolves to
     /// [`TaskError::Rejected`](crate::TaskError::Rejected); once its
@@ -231,14 +241,22 @@ impl<T: Send + 'static> Guarded<T> {
                 ),
             };
         }
+        let exec = Exec::of(self.shared.clone());
+        if let Err(reason) = core.count_queued_in() {
+            return JoinHandle::failed(TaskError::Rejected(reason), exec);
+        }
         let slot = SlotPtr(self.shared.data.0.get());
-        self.shared.spawn(async move {
-            // SAFETY: this future is a task of the strand (its executor is
-            // the strand, and it never hops), so it runs only as a section
-            // of the strand, while it owns the value; the task's executor
-            // handle keeps the strand, and so the value, alive.
+        let section = move || {
+            // SAFETY: a queued section runs only on the strand's runner,
+            // which owns the value then; the handle's executor (or, for a
+            // detached section, the runner) keeps the strand, and so the
+            // value, alive.
             f(unsafe { slot.get() })
-        })
+        };
+        let (item, done) = node::section(section, std::panic::Location::caller(), &core.book);
+        let handle = JoinHandle::section(done, exec);
+        core.submit(item);
+        handle
     }
 
     /// Requests the strand for a section in the caller's task. The request
@@ -753,6 +771,7 @@ const WAITER_VTABLE: NodeVTable = NodeVTable {
     run: Waiter::run,
     discard: Waiter::discard,
     grants: true,
+    about: None,
 };
 
 impl Waiter {
@@ -812,7 +831,7 @@ impl Waiter {
     /// # Safety
     ///
     /// As for [`take`](Waiter::take).
-    unsafe fn run(header: NonNull<Header>) -> Ran {
+    unsafe fn run(header: NonNull<Header>, _: &dyn Fn() -> Option<Sink>) -> Ran {
         // SAFETY: the caller's contract.
         let waiter = unsafe { Waiter::take(header) };
         let granted = waiter.grant();

@@ -11,7 +11,8 @@
 //!
 //! # How a strand runs
 //!
-//! Submissions (task runnables, posted closures, lock requests) go onto a
+//! Submissions (task runnables, posted closures, queued `with` sections,
+//! lock requests) go onto a
 //! lock-free stack (see `queue.rs`) with one atomic operation. A strand
 //! has one *runner*: a long-lived task on the inner
 //! executor that takes the whole stack with one swap, reverses it into a
@@ -103,6 +104,7 @@ mod busy;
 mod core;
 mod guarded;
 mod keyed;
+mod node;
 mod queue;
 
 pub(crate) use self::core::Core;
@@ -421,7 +423,7 @@ impl<D: Send + Sync + 'static> Shared<D> {
     where
         F: FnOnce() + Send + 'static,
     {
-        if self.core.count_post_in() {
+        if self.core.count_queued_in().is_ok() {
             self.core.submit(queue::call(f));
         }
     }

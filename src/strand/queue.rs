@@ -37,9 +37,13 @@ use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
+use std::panic::Location;
+
+use crate::admission::Sink;
 use crate::error::{drop_payload, PanicPayload};
 use crate::executor::Runnable;
 use crate::loom::{AtomicUsize, Ordering::*};
+use crate::task_id::TaskId;
 
 /// Set while someone owns the strand: its runner is scheduled or running,
 /// a lock guard holds it, or a section runs on the spot. Set by the push
@@ -370,7 +374,8 @@ pub(crate) enum Item {
 const NODE_TAG: usize = 0b10;
 
 /// A queue entry that is not a task: a [`Header`] at the start of a larger
-/// allocation (a posted closure, a lock request), which its vtable knows
+/// allocation (a posted closure, a lock request, a queued `with` section),
+/// which its vtable knows
 /// how to run or dispose of. Dropping a node disposes of it.
 pub(crate) struct Node(NonNull<Header>);
 
@@ -402,15 +407,22 @@ pub(crate) enum Ran {
 /// What a node does.
 pub(crate) struct NodeVTable {
     /// Runs the node, consuming it: calls a closure, or grants a lock
-    /// request.
-    pub(crate) run: unsafe fn(NonNull<Header>) -> Ran,
+    /// request. The second argument says where a panic that a queued
+    /// section's handle will never read goes (asked only for one).
+    pub(crate) run: unsafe fn(NonNull<Header>, &dyn Fn() -> Option<Sink>) -> Ran,
     /// Disposes of a node that will never run, consuming it; a panic of a
     /// closure's captures' `Drop` is returned for the caller to report.
     pub(crate) discard: unsafe fn(NonNull<Header>) -> Option<PanicPayload>,
     /// `true` for lock requests: running one only hands the strand over, so
     /// any owner may; everything else runs on the runner.
     pub(crate) grants: bool,
+    /// For a queued `with` section: its id and where it was called, which
+    /// the runner notes while it runs (dumps list it as a task).
+    pub(crate) about: Option<unsafe fn(NonNull<Header>) -> SectionAbout>,
 }
+
+/// A queued section's id and call site.
+pub(crate) type SectionAbout = (TaskId, &'static Location<'static>);
 
 impl Header {
     pub(crate) fn new(vtable: &'static NodeVTable) -> Header {
@@ -441,11 +453,18 @@ impl Node {
     }
 
     /// Runs the node; see [`NodeVTable::run`].
-    pub(crate) fn run(self) -> Ran {
+    pub(crate) fn run(self, sink: &dyn Fn() -> Option<Sink>) -> Ran {
         let this = ManuallyDrop::new(self);
         // SAFETY: the node is ours (`from_header`'s contract) and is
         // consumed here once: `ManuallyDrop` keeps `Drop` from discarding it.
-        unsafe { (this.vtable().run)(this.0) }
+        unsafe { (this.vtable().run)(this.0, sink) }
+    }
+
+    /// A queued section's id and call site; `None` for other nodes.
+    pub(crate) fn about(&self) -> Option<SectionAbout> {
+        // SAFETY: the node is alive while we hold it, and the function is
+        // its vtable's.
+        self.vtable().about.map(|about| unsafe { about(self.0) })
     }
 
     /// Disposes of the node unrun; see [`NodeVTable::discard`].
@@ -480,6 +499,7 @@ impl<F: FnOnce() + Send + 'static> Call<F> {
         run: Self::run,
         discard: Self::discard,
         grants: false,
+        about: None,
     };
 
     /// Boxes `f` as a node: the one allocation a post makes (beyond the
@@ -497,7 +517,7 @@ impl<F: FnOnce() + Send + 'static> Call<F> {
     /// # Safety
     ///
     /// `header` came from [`Call::node`] of this `F`, and is consumed.
-    unsafe fn run(header: NonNull<Header>) -> Ran {
+    unsafe fn run(header: NonNull<Header>, _: &dyn Fn() -> Option<Sink>) -> Ran {
         // SAFETY: the caller's contract: the box is ours to take back.
         let Call { f, .. } = *unsafe { Box::from_raw(header.cast::<Call<F>>().as_ptr()) };
         match catch_unwind(AssertUnwindSafe(f)) {

@@ -14,6 +14,7 @@ use std::task::{Context, Poll, Waker};
 
 use async_task::FallibleTask;
 
+use super::completion::{Common, Completion, ENDED};
 use super::current::current_task_id;
 use super::fault::{Failure, Outcome};
 use super::info::{ABORTED, DONE};
@@ -96,8 +97,11 @@ enum State<T> {
     Born(Born<T>),
 }
 
-/// A handle that never had a task: born finished.
+/// A handle that never had a task: born finished, or waiting for work
+/// completed in place.
 enum Born<T> {
+    /// A strand's queued `with` section: its result comes in place.
+    Section(Section<T>),
     /// Boxed: rare (a refusal, a section run on the spot that panicked),
     /// and the largest variant, which every handle would pay for.
     Failed(Box<Failed>),
@@ -106,6 +110,38 @@ enum Born<T> {
         value: Option<ByValue<T>>,
         exec: Exec,
     },
+}
+
+/// The handle of a section queued as a node (see `task::completion`).
+struct Section<T> {
+    /// The handle's reference, given up in `Drop`.
+    done: NonNull<Completion<T>>,
+    /// The strand: continuations run on it, and it keeps the strand's book
+    /// (which the completion names) alive.
+    exec: Exec,
+    noted: Noted,
+}
+
+// SAFETY: the completion is shared by its protocol (see
+// `task::completion`), and holds a `T: Send` that only this handle reads.
+unsafe impl<T: Send> Send for Section<T> {}
+// SAFETY: `&Section` reads only the completion's atomics (its result is
+// read through `&mut`), as a task's handle reads only its flags.
+unsafe impl<T> Sync for Section<T> {}
+
+impl<T> Section<T> {
+    fn get(&self) -> &Completion<T> {
+        // SAFETY: the handle's reference keeps it alive.
+        unsafe { self.done.as_ref() }
+    }
+}
+
+impl<T> Drop for Section<T> {
+    fn drop(&mut self) {
+        self.noted.done(WaitKey::of(&self.get().common));
+        // SAFETY: the handle's reference, given up once, here.
+        unsafe { Completion::detach(self.done) };
+    }
 }
 
 /// A handle that never had a task, or whose work failed before it needed
@@ -157,8 +193,64 @@ impl InfoRef {
 /// ```
 #[derive(Clone)]
 pub struct AbortHandle {
-    target: Option<(InfoRef, Waker)>,
+    target: Option<Target>,
     upstream: Option<Upstream>,
+}
+
+/// What an [`AbortHandle`] cancels.
+#[derive(Clone)]
+enum Target {
+    Task(InfoRef, Waker),
+    Section(SectionRef),
+}
+
+/// A reference to a queued section's completion, for aborting it.
+struct SectionRef(NonNull<Common>);
+
+// SAFETY: only the completion's atomics are touched through it.
+unsafe impl Send for SectionRef {}
+// SAFETY: as above.
+unsafe impl Sync for SectionRef {}
+
+impl SectionRef {
+    fn new(common: &Common) -> SectionRef {
+        common.acquire();
+        SectionRef(NonNull::from(common))
+    }
+
+    fn get(&self) -> &Common {
+        // SAFETY: this reference keeps it alive.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Clone for SectionRef {
+    fn clone(&self) -> Self {
+        SectionRef::new(self.get())
+    }
+}
+
+impl Drop for SectionRef {
+    fn drop(&mut self) {
+        // SAFETY: this reference, given up once.
+        unsafe { Common::release(self.0) };
+    }
+}
+
+impl Target {
+    fn id(&self) -> TaskId {
+        match self {
+            Target::Task(info, _) => info.get().record.id,
+            Target::Section(s) => s.get().id,
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        match self {
+            Target::Task(info, _) => info.get().record.flags.load(Ordering::Acquire) & DONE != 0,
+            Target::Section(s) => s.get().is_finished(),
+        }
+    }
 }
 
 impl AbortHandle {
@@ -177,8 +269,10 @@ impl AbortHandle {
     /// assert!(block_on(handle).unwrap_err().is_cancelled());
     /// ```
     pub fn abort(&self) {
-        if let Some((info, waker)) = &self.target {
-            abort_task(info.get(), waker);
+        match &self.target {
+            Some(Target::Task(info, waker)) => abort_task(info.get(), waker),
+            Some(Target::Section(s)) => s.get().abort(),
+            None => {}
         }
         if let Some(up) = &self.upstream {
             abort_chain(Some(up.clone()));
@@ -200,7 +294,7 @@ impl AbortHandle {
     /// assert_eq!(ex.run(|| ()).abort_handle().id(), None); // refused
     /// ```
     pub fn id(&self) -> Option<TaskId> {
-        self.target.as_ref().map(|(info, _)| info.get().record.id)
+        self.target.as_ref().map(Target::id)
     }
 
     /// `true` once the task is over: its future has been dropped (it
@@ -221,9 +315,7 @@ impl AbortHandle {
     /// assert_eq!(block_on(handle).unwrap(), 1);
     /// ```
     pub fn is_finished(&self) -> bool {
-        self.target
-            .as_ref()
-            .is_none_or(|(info, _)| info.get().record.flags.load(Ordering::Acquire) & DONE != 0)
+        self.target.as_ref().is_none_or(Target::is_finished)
     }
 }
 
@@ -276,6 +368,19 @@ impl<T> JoinHandle<T> {
                 },
                 exec,
             }))),
+            chain: None,
+        }
+    }
+
+    /// The handle of a section queued on the strand `exec` as a node, whose
+    /// result `done` will hold; takes over one reference of `done`.
+    pub(crate) fn section(done: NonNull<Completion<T>>, exec: Exec) -> Self {
+        JoinHandle {
+            state: State::Born(Born::Section(Section {
+                done,
+                exec,
+                noted: Noted::default(),
+            })),
             chain: None,
         }
     }
@@ -339,7 +444,10 @@ impl<T> JoinHandle<T> {
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle {
             target: match &self.state {
-                State::Running { info, waker, .. } => Some((*info, waker.clone())),
+                State::Running { info, waker, .. } => Some(Target::Task(*info, waker.clone())),
+                State::Born(Born::Section(s)) => {
+                    Some(Target::Section(SectionRef::new(&s.get().common)))
+                }
                 _ => None,
             },
             upstream: self.upstream().cloned(),
@@ -364,6 +472,7 @@ impl<T> JoinHandle<T> {
     pub fn id(&self) -> Option<TaskId> {
         match &self.state {
             State::Running { info, .. } => Some(info.get().record.id),
+            State::Born(Born::Section(s)) => Some(s.get().common.id),
             _ => None,
         }
     }
@@ -392,6 +501,7 @@ impl<T> JoinHandle<T> {
             State::Running { info, .. } => {
                 info.get().record.flags.load(Ordering::Acquire) & DONE != 0
             }
+            State::Born(Born::Section(s)) => s.get().common.is_finished(),
             _ => true,
         }
     }
@@ -464,6 +574,7 @@ impl<T> JoinHandle<T> {
             State::Running { info, .. } => info.get().executor(),
             State::Born(Born::Failed(failed)) => failed.exec.clone(),
             State::Born(Born::Ready { exec, .. }) => exec.clone(),
+            State::Born(Born::Section(s)) => s.exec.clone(),
         }
     }
 }
@@ -510,6 +621,37 @@ impl<T> Future for JoinHandle<T> {
                     },
                 }
             }
+            State::Born(Born::Section(s)) => {
+                std::task::ready!(crate::coop::poll_proceed(cx));
+                let ptr = s.done;
+                // SAFETY: the handle's reference keeps it alive while `s`
+                // lives, and nothing here gives it up.
+                let done = unsafe { ptr.as_ref() };
+                match done.poll(cx) {
+                    Poll::Ready(result) => {
+                        crate::coop::spend();
+                        s.noted.done(WaitKey::of(&done.common));
+                        Poll::Ready(result)
+                    }
+                    Poll::Pending => {
+                        let common = &done.common;
+                        super::current::note_wait(&mut s.noted, WaitKey::of(common), || {
+                            WaitOn::Task {
+                                id: common.id,
+                                queued_on: QueuedOn {
+                                    task: NonNull::from(common).cast(),
+                                    read: read_section_queued_on,
+                                },
+                                ended: Flag::new(&common.ended, ENDED),
+                            }
+                        });
+                        crate::section::check_not_blocking_on("a task or section", || {
+                            (s.exec.addr(), current_task_id())
+                        });
+                        Poll::Pending
+                    }
+                }
+            }
             // Born finished (a section run on the spot, a refused task):
             // as ready as a finished task, so it spends budget the same.
             State::Born(Born::Failed(failed)) => {
@@ -542,6 +684,20 @@ unsafe fn read_queued_on(task: NonNull<()>) -> Option<LockSeen> {
     // SAFETY: the caller's contract.
     let info = unsafe { task.cast::<TaskInfo>().as_ref() };
     info.with_executor(|ex| lock_book_of(ex).map(LockBook::seen))
+}
+
+/// The strand a queued section is queued on, for a dump reading a wait
+/// on it.
+///
+/// # Safety
+///
+/// `task` is the `Common` of a section whose handle is alive (it keeps
+/// the strand, and so its book).
+unsafe fn read_section_queued_on(task: NonNull<()>) -> Option<LockSeen> {
+    // SAFETY: the caller's contract.
+    let common = unsafe { task.cast::<Common>().as_ref() };
+    // SAFETY: as above: the book outlives the handle.
+    Some(unsafe { common.book.as_ref() }.seen())
 }
 
 impl<T> Drop for JoinHandle<T> {

@@ -10,6 +10,7 @@
 //!
 //! `README.md` beside this file states the lifecycle as a protocol.
 
+pub(crate) mod completion;
 mod current;
 pub(crate) mod fault;
 mod handle;

@@ -1,0 +1,500 @@
+//! Work completed in place: a result that whoever runs the work writes
+//! into a shared allocation, and that a [`JoinHandle`](super::JoinHandle)
+//! reads from there. A strand's queued `with` section is one: a node in
+//! the strand's queue, not a task, so it needs no allocation of a task, no
+//! admission, no poll and no wake-up of its own; the strand's runner runs
+//! it and wakes the waiting handle once, with the result in place.
+//!
+//! # Ground rules
+//!
+//! One state word, [`Common::state`]:
+//!
+//! - the *phase* (two bits) goes `QUEUED → RUNNING → DONE` for work that
+//!   ran, or `QUEUED → CANCELLED` for work dropped unrun (aborted, or its
+//!   executor is gone). Only the runner moves it; the move to `DONE` or
+//!   `CANCELLED` is the *finish*, one compare-and-swap that also clears
+//!   `REGISTERED`;
+//! - `REGISTERED`: a waker is in the cell. The handle owns the cell while
+//!   `REGISTERED` is clear and the work is not finished; the finish that
+//!   clears `REGISTERED` takes the waker and wakes it (the handle's waker
+//!   is woken once); a finish that finds it clear leaves the cell to the
+//!   handle, which sees the finish when it tries to register (as a lock
+//!   request's grant does, `strand::guarded`);
+//! - `ABORT`: the handle asked for the work to be dropped unrun; the
+//!   runner, when it gets there, drops it and finishes `CANCELLED`. A
+//!   handle says `Cancelled` only then, after the work was dropped;
+//! - `HANDLE`: the `JoinHandle` exists. Whoever clears it or finishes last
+//!   disposes of a result nobody will read: the finish if `HANDLE` was
+//!   already clear, the handle's drop if the work had finished. Both
+//!   happen on the state word, so exactly one does;
+//! - `TAKEN`: the result was read or disposed of; the `out` cell is empty;
+//! - the reference count (from bit 8): the handle, the queue (until the
+//!   work is finished) and each `AbortHandle` hold one; the last frees the
+//!   allocation.
+//!
+//! The loom model `finish_vs_register_vs_drop` (in `strand::node`) checks
+//! them.
+
+use std::mem::MaybeUninit;
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU8;
+use std::task::{Context, Poll, Waker};
+
+use super::fault::report;
+use super::reporting_panics;
+use crate::admission::Sink;
+use crate::dump::records::LockBook;
+use crate::error::{Panic, PanicPayload, TaskError};
+use crate::loom::{AtomicUsize, Ordering::*, UnsafeCell};
+use crate::task_id::TaskId;
+
+const PHASE: usize = 0b11;
+const QUEUED: usize = 0;
+const RUNNING: usize = 1;
+const DONE: usize = 2;
+const CANCELLED: usize = 3;
+const REGISTERED: usize = 1 << 2;
+const ABORT: usize = 1 << 3;
+const TAKEN: usize = 1 << 4;
+const HANDLE: usize = 1 << 5;
+const REF: usize = 1 << 8;
+
+/// The set bit of [`Common::ended`], once the work is finished.
+pub(crate) const ENDED: u8 = 1;
+
+fn finished(state: usize) -> bool {
+    state & PHASE >= DONE
+}
+
+/// What every completion has, whatever its result's type: the part an
+/// [`AbortHandle`](super::AbortHandle) and a dump reach.
+#[repr(C)]
+pub(crate) struct Common {
+    state: AtomicUsize,
+    waker: UnsafeCell<Option<Waker>>,
+    /// [`ENDED`] once finished, for dumps (a `Flag` reads a byte).
+    pub(crate) ended: AtomicU8,
+    pub(crate) id: TaskId,
+    pub(crate) location: &'static Location<'static>,
+    /// The book of the strand the work is queued on: alive while the
+    /// handle is, which holds the strand.
+    pub(crate) book: NonNull<LockBook>,
+    /// Where a panic nobody reads goes, stored by the runner before it
+    /// finishes with one (see `finish`).
+    sink: UnsafeCell<Option<Sink>>,
+    /// Frees the whole allocation, given this part's address.
+    free: unsafe fn(NonNull<Common>),
+}
+
+// SAFETY: the cells are handed between threads by the state word (see the
+// ground rules), with release/acquire on each hand-over; `book` is only
+// read (a `LockBook` is `Sync`) while the handle keeps it alive.
+unsafe impl Send for Common {}
+// SAFETY: as above.
+unsafe impl Sync for Common {}
+
+/// A completion with its result cell: `repr(C)`, the common part first,
+/// so that a pointer to one is a pointer to the other. The work itself
+/// comes after, in the allocation the runner made.
+#[repr(C)]
+pub(crate) struct Completion<R> {
+    pub(crate) common: Common,
+    out: UnsafeCell<MaybeUninit<Result<R, PanicPayload>>>,
+}
+
+impl<R> Completion<R> {
+    /// A completion for work queued now, held by the handle and the queue.
+    ///
+    /// # Safety
+    ///
+    /// `free` frees the allocation this completion is placed in, given
+    /// its address, and drops nothing but the completion's cells; `book`
+    /// lives as long as the handle made for it.
+    pub(crate) unsafe fn new(
+        location: &'static Location<'static>,
+        book: &LockBook,
+        free: unsafe fn(NonNull<Common>),
+    ) -> Self {
+        Completion {
+            common: Common {
+                state: AtomicUsize::new(QUEUED | HANDLE | (2 * REF)),
+                waker: UnsafeCell::new(None),
+                ended: AtomicU8::new(0),
+                id: TaskId::next(),
+                location,
+                book: NonNull::from(book),
+                sink: UnsafeCell::new(None),
+                free,
+            },
+            out: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// For the runner: `true` if the work should run now (it is then
+    /// `RUNNING`); `false` if it was aborted, and must be dropped and then
+    /// finished with [`finish_cancelled`](Self::finish_cancelled).
+    pub(crate) fn start(&self) -> bool {
+        let mut state = self.common.state.load(Relaxed);
+        loop {
+            debug_assert_eq!(state & PHASE, QUEUED);
+            if state & ABORT != 0 {
+                return false;
+            }
+            match self
+                .common
+                .state
+                .compare_exchange_weak(state, state | RUNNING, Relaxed, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// For the runner, after the work ran: puts the result in place and
+    /// finishes. `sink` says where a panic nobody reads goes; it is asked
+    /// only for a panic.
+    pub(crate) fn finish(
+        &self,
+        result: Result<R, PanicPayload>,
+        sink: impl FnOnce() -> Option<Sink>,
+    ) {
+        if result.is_err() {
+            // SAFETY: not finished: the sink cell is the runner's.
+            unsafe { self.common.sink.with_mut(|s| *s = sink()) };
+        }
+        // SAFETY: not finished: nobody else touches the result cell.
+        unsafe {
+            self.out.with_mut(|o| {
+                o.write(result);
+            })
+        };
+        if self.common.end(DONE) & HANDLE == 0 {
+            // Detached before the finish: nobody will read it.
+            self.dispose();
+        }
+    }
+
+    /// For the runner: the work was dropped unrun.
+    pub(crate) fn finish_cancelled(&self) {
+        self.common.end(CANCELLED);
+    }
+
+    /// Takes the result out, once, after the finish: the handle reading
+    /// it, or whoever disposes of it.
+    fn take(&self) -> Result<R, PanicPayload> {
+        let state = self.common.state.fetch_or(TAKEN, Acquire);
+        debug_assert!(state & PHASE == DONE && state & TAKEN == 0);
+        // SAFETY: finished `DONE` (acquire: the finish's writes are seen),
+        // and `TAKEN` was clear: the cell holds the result, which this
+        // call alone moves out.
+        unsafe { self.out.with_mut(|o| o.assume_init_read()) }
+    }
+
+    /// Drops a result nobody will read; a panic in it, or in dropping a
+    /// value, goes to the sink.
+    fn dispose(&self) {
+        let result = self.take();
+        // SAFETY: finished: the runner stored the sink before it finished,
+        // and nobody writes it after.
+        let sink = unsafe { self.common.sink.with_mut(|s| s.take()) };
+        match result {
+            Ok(value) => {
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+                    report(sink.as_ref(), payload);
+                }
+            }
+            Err(payload) => report(sink.as_ref(), payload),
+        }
+    }
+
+    /// For the handle: the result once finished; otherwise registers
+    /// `cx`'s waker for the finish to wake.
+    ///
+    /// User code runs here (cloning and dropping wakers) and may panic:
+    /// the new waker is cloned before anything changes, and the old one
+    /// is dropped only once the new one is registered.
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<R, TaskError>> {
+        let mut state = self.common.state.load(Acquire);
+        if finished(state) {
+            return Poll::Ready(self.read(state));
+        }
+        let waker = cx.waker().clone();
+        // Polled again: take the cell back first. A finish that wins this
+        // race has taken the old waker.
+        while state & REGISTERED != 0 {
+            match self.common.state.compare_exchange_weak(
+                state,
+                state & !REGISTERED,
+                Acquire,
+                Acquire,
+            ) {
+                Ok(_) => state &= !REGISTERED,
+                Err(now) if finished(now) => return Poll::Ready(self.read(now)),
+                Err(now) => state = now,
+            }
+        }
+        // SAFETY: `REGISTERED` is clear and the work not finished (or
+        // finished after finding it clear, so leaving the cell alone): the
+        // cell is the handle's.
+        let old = unsafe { self.common.waker.with_mut(|slot| slot.replace(waker)) };
+        loop {
+            // Release publishes the waker to the finish.
+            match self.common.state.compare_exchange_weak(
+                state,
+                state | REGISTERED,
+                Release,
+                Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) if finished(now) => {
+                    drop(old);
+                    return Poll::Ready(self.read(now));
+                }
+                Err(now) => state = now,
+            }
+        }
+        drop(old);
+        Poll::Pending
+    }
+
+    /// The handle's reading of a finished work.
+    fn read(&self, state: usize) -> Result<R, TaskError> {
+        match state & PHASE {
+            DONE => self.take().map_err(|p| TaskError::Panicked(Panic::new(p))),
+            _ => Err(TaskError::Cancelled),
+        }
+    }
+
+    /// For the handle's drop: from now on nobody reads the result; if the
+    /// work finished, its result is disposed of here. Gives up the
+    /// handle's reference.
+    ///
+    /// # Safety
+    ///
+    /// Called once, by the handle, which then never touches `this` again.
+    pub(crate) unsafe fn detach(this: NonNull<Completion<R>>) {
+        // SAFETY: the handle's reference keeps it alive until the release.
+        let me = unsafe { this.as_ref() };
+        let state = me.common.state.fetch_and(!HANDLE, AcqRel);
+        if state & PHASE == DONE && state & TAKEN == 0 {
+            me.dispose();
+        }
+        // SAFETY: the handle's reference, given up once.
+        unsafe { Common::release(this.cast()) };
+    }
+
+    /// The common part, as a reference an `AbortHandle` keeps.
+    pub(crate) fn common(this: NonNull<Completion<R>>) -> NonNull<Common> {
+        this.cast()
+    }
+}
+
+impl Common {
+    /// The finish: the phase becomes `phase` and `REGISTERED` is cleared;
+    /// a registered waker is woken. Returns the state before.
+    fn end(&self, phase: usize) -> usize {
+        let mut state = self.state.load(Relaxed);
+        loop {
+            debug_assert!(!finished(state));
+            let new = (state & !(PHASE | REGISTERED)) | phase;
+            // Release publishes the result; acquire takes the waker the
+            // handle stored before it set `REGISTERED`.
+            match self
+                .state
+                .compare_exchange_weak(state, new, AcqRel, Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => state = now,
+            }
+        }
+        self.ended.store(ENDED, Release);
+        if state & REGISTERED != 0 {
+            // SAFETY: the finish cleared `REGISTERED` (acquiring the
+            // handle's release): the cell is the finisher's.
+            let waker = unsafe { self.waker.with_mut(Option::take) };
+            if let Some(w) = waker {
+                // The runner goes on after this: a panicking waker must not
+                // unwind through it.
+                reporting_panics(|| w.wake());
+            }
+        }
+        state
+    }
+
+    /// Asks for the work to be dropped unrun, if it has not started.
+    pub(crate) fn abort(&self) {
+        self.state.fetch_or(ABORT, Relaxed);
+    }
+
+    /// `true` once the work ran or was dropped.
+    pub(crate) fn is_finished(&self) -> bool {
+        finished(self.state.load(Acquire))
+    }
+
+    /// One more reference (an `AbortHandle`'s).
+    pub(crate) fn acquire(&self) {
+        self.state.fetch_add(REF, Relaxed);
+    }
+
+    /// Gives up a reference; the last frees the allocation.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds a reference, given up here once, and does not
+    /// touch `this` afterwards.
+    pub(crate) unsafe fn release(this: NonNull<Common>) {
+        // SAFETY: the caller's reference keeps it alive until here.
+        let state = unsafe { this.as_ref() }.state.fetch_sub(REF, AcqRel);
+        if state >> 8 == 1 {
+            // SAFETY: the last reference: nothing else reaches the
+            // allocation, and `free` is its own (see `Completion::new`).
+            unsafe { (this.as_ref().free)(this) };
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::dump::records::LockKind;
+    use crate::loom::wakes;
+    use crate::loom::Arc;
+    use loom::thread;
+
+    /// A result that counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    std::thread_local! {
+        /// How many completions this test's models freed (loom runs a
+        /// model's threads on the test's own thread).
+        static FREED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    fn freed() -> usize {
+        FREED.with(std::cell::Cell::get)
+    }
+
+    unsafe fn free(common: NonNull<Common>) {
+        FREED.with(|f| f.set(f.get() + 1));
+        // SAFETY: every completion of these models is a box of this type.
+        drop(unsafe { Box::from_raw(common.cast::<Completion<Counted>>().as_ptr()) });
+    }
+
+    fn completion(book: &LockBook) -> NonNull<Completion<Counted>> {
+        // SAFETY: `free` frees the box; the book outlives the model's run.
+        let done = Box::new(unsafe { Completion::new(Location::caller(), book, free) });
+        NonNull::from(Box::leak(done))
+    }
+
+    /// The shares of one completion, sendable to the models' threads.
+    #[derive(Clone, Copy)]
+    struct Ptr(NonNull<Completion<Counted>>);
+    // SAFETY: the completion's protocol is what the models check.
+    unsafe impl Send for Ptr {}
+
+    /// The runner finishes while the handle registers its waker, reads (if
+    /// it was in time) and drops: the result is dropped once, by whoever
+    /// took it; the handle's waker is woken at most once, and only if the
+    /// handle saw `Pending`; the completion is freed once.
+    #[test]
+    fn finish_vs_register_vs_drop() {
+        loom::model(|| {
+            let book = std::sync::Arc::new(LockBook::new(LockKind::Strand, Location::caller()));
+            let freed_before = freed();
+            let drops = Arc::new(AtomicUsize::new(0));
+            let done = Ptr(completion(&book));
+            let runner = {
+                let drops = drops.clone();
+                thread::spawn(move || {
+                    let done = done;
+                    // SAFETY: the queue's reference, held until the release.
+                    let me = unsafe { done.0.as_ref() };
+                    assert!(me.start());
+                    me.finish(Ok(Counted(drops)), || None);
+                    // SAFETY: the queue's reference, given up once.
+                    unsafe { Common::release(Completion::common(done.0)) };
+                })
+            };
+            let (wakes, waker) = wakes::counter();
+            // SAFETY: the handle's reference, held until `detach`.
+            let polled = unsafe { done.0.as_ref() }.poll(&mut Context::from_waker(&waker));
+            let pending = polled.is_pending();
+            if let Poll::Ready(result) = polled {
+                assert!(result.is_ok());
+            }
+            // SAFETY: the handle's reference, given up once.
+            unsafe { Completion::detach(done.0) };
+            runner.join().unwrap();
+            assert_eq!(drops.load(SeqCst), 1, "the result dropped once");
+            assert!(
+                wakes.get() <= usize::from(pending),
+                "woken only if it waited"
+            );
+            assert_eq!(freed(), freed_before + 1, "freed once");
+        });
+    }
+
+    /// The handle aborts while the runner reaches the work: it runs or is
+    /// dropped unrun, and the handle reads which, after the fact; an
+    /// `AbortHandle`'s reference keeps the completion until it goes.
+    #[test]
+    fn abort_vs_start() {
+        loom::model(|| {
+            let book = std::sync::Arc::new(LockBook::new(LockKind::Strand, Location::caller()));
+            let drops = Arc::new(AtomicUsize::new(0));
+            let done = Ptr(completion(&book));
+            // SAFETY: the handle's reference keeps it alive meanwhile.
+            let common = unsafe { &done.0.as_ref().common };
+            common.acquire(); // an abort handle's
+            let aborter = {
+                let done = done;
+                thread::spawn(move || {
+                    let done = done;
+                    // SAFETY: the abort handle's reference.
+                    let common = unsafe { &done.0.as_ref().common };
+                    common.abort();
+                    // SAFETY: the abort handle's reference, given up once.
+                    unsafe { Common::release(Completion::common(done.0)) };
+                })
+            };
+            let ran = {
+                // SAFETY: the queue's reference.
+                let me = unsafe { done.0.as_ref() };
+                let ran = me.start();
+                if ran {
+                    me.finish(Ok(Counted(drops.clone())), || None);
+                } else {
+                    me.finish_cancelled();
+                }
+                // SAFETY: the queue's reference, given up once.
+                unsafe { Common::release(Completion::common(done.0)) };
+                ran
+            };
+            let freed_before = freed();
+            aborter.join().unwrap();
+            let (_, waker) = wakes::counter();
+            // SAFETY: the handle's reference.
+            let read = unsafe { done.0.as_ref() }.poll(&mut Context::from_waker(&waker));
+            match read {
+                Poll::Ready(Ok(value)) => {
+                    assert!(ran);
+                    drop(value);
+                }
+                Poll::Ready(Err(e)) => assert!(!ran && e.is_cancelled()),
+                Poll::Pending => panic!("finished, yet pending"),
+            }
+            // SAFETY: the handle's reference, given up once.
+            unsafe { Completion::detach(done.0) };
+            assert_eq!(drops.load(SeqCst), usize::from(ran));
+            assert_eq!(freed(), freed_before + 1, "freed once, by the last");
+        });
+    }
+}
