@@ -38,8 +38,11 @@ const SUBMITTERS: usize = 8;
 /// Offers each submitter makes after it has seen the close, so that every
 /// run has refusals to count.
 const AFTER_CLOSE: usize = 64;
-/// An upper bound per submitter, should the closer be slow.
-const MAX_OFFERS: usize = 20_000;
+/// Offers each submitter makes at full speed; after that, one a
+/// millisecond until it sees the close. A submitter that stopped here
+/// could finish before the closer came (within 200 ms, see `race`),
+/// leaving a run with no refusals, as fast submitters did.
+const FULL_SPEED_OFFERS: usize = 20_000;
 
 /// The books.
 #[derive(Default)]
@@ -262,13 +265,15 @@ fn race(
                 let mut owed = Vec::new();
                 let mut after = 0;
                 start.wait();
-                for i in 0..MAX_OFFERS {
+                for i in 0.. {
                     offer(&rig, &ledger, i * SUBMITTERS + t, &mut owed);
                     if closed.load(SeqCst) {
                         after += 1;
                         if after == AFTER_CLOSE {
                             break;
                         }
+                    } else if i >= FULL_SPEED_OFFERS {
+                        thread::sleep(Duration::from_millis(1));
                     }
                 }
                 owed

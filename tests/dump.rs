@@ -577,3 +577,51 @@ fn a_task_blocked_in_block_on_is_listed_with_its_wait_while_its_worker_helps() {
         assert!(viaduct::block_on(blocker).unwrap());
     });
 }
+
+/// A task holds `a` and waits for a section it queued on `b`; the section,
+/// once it runs, blocks on `a`. The section runs in `b`'s runner, where
+/// its wait on `a` is noted: a dump follows the task's wait on the section
+/// to that runner and reports the cycle. Aborting the task ends it.
+#[test]
+fn a_dump_finds_the_cycle_through_a_running_queued_section() {
+    within("cycle through a queued section", || {
+        let pool = pool("section-cycle", 2);
+        let (a, b) = (
+            Guarded::new(pool.clone(), 0u32),
+            Guarded::new(pool.clone(), 0u32),
+        );
+        // `b` held from outside, so that the task's section queues.
+        let b_held = viaduct::block_on(b.lock());
+        let (queued_tx, queued) = mpsc::channel();
+        let (a2, b2) = (a.clone(), b.clone());
+        let task = pool.spawn(async move {
+            let _held = a2.lock().await;
+            let a3 = a2.clone();
+            let section = b2.with(move |_| drop(viaduct::block_on(a3.lock())));
+            queued_tx.send(()).unwrap();
+            section.await
+        });
+        queued.recv_timeout(Duration::from_secs(10)).unwrap();
+        drop(b_held);
+        let dump = dump_when(&pool, |d| !d.deadlocks().is_empty());
+        let cycle = &dump.deadlocks()[0];
+        assert!(
+            cycle.steps().iter().any(|s| Some(s.task()) == task.id()),
+            "{dump}"
+        );
+        let runner = cycle
+            .steps()
+            .iter()
+            .find(|s| matches!(s.waits_on(), WaitsOn::Lock(_)))
+            .expect("a step waits on the lock")
+            .task();
+        assert_eq!(
+            dump.task(runner).unwrap().kind(),
+            viaduct::dump::TaskKind::StrandRunner,
+            "the section's wait is its runner's\n{dump}"
+        );
+        task.abort();
+        assert!(viaduct::block_on(task).unwrap_err().is_cancelled());
+        assert_eq!(*viaduct::block_on(a.lock()), 0);
+    });
+}

@@ -361,3 +361,23 @@ fn dumps_read_a_section_wait_and_a_scope_inside_a_section() {
     assert!(block_on(section).unwrap_err().is_panic());
     assert_eq!(*block_on(value.lock()), 1);
 }
+
+/// Queued `with` sections as nodes: one whose handle drops before it runs
+/// (the runner frees it), one aborted (dropped unrun), one read, and an
+/// abort handle that outlives its section's handle.
+#[test]
+fn queued_sections_completed_in_place() {
+    let manual = ManualExecutor::new();
+    let value = Guarded::new(manual.clone(), String::from("a"));
+    let guard = block_on(value.lock());
+    drop(value.with(|s| s.push('b')));
+    let aborted = value.with(|s| s.push('x'));
+    let abort = aborted.abort_handle();
+    aborted.abort();
+    let read = value.with(|s| s.clone());
+    drop(guard);
+    manual.run_until_idle();
+    assert!(block_on(aborted).unwrap_err().is_cancelled());
+    assert!(abort.is_finished());
+    assert_eq!(block_on(read).unwrap(), "ab");
+}

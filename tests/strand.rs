@@ -1272,3 +1272,23 @@ fn a_queued_sections_unread_panic_is_reported_when_its_handle_drops() {
         assert!(rx.try_recv().is_err(), "each panic reported once");
     });
 }
+
+/// A queued section's handle polled again after it gave its value panics
+/// with a message, as a task's handle does, and never reads the value
+/// twice.
+#[test]
+fn a_queued_sections_handle_polled_after_its_value_panics() {
+    quiet_test_panics();
+    within("poll a section's handle twice", || {
+        let g = Guarded::new(pool(1), ());
+        let guard = block_on(g.lock());
+        let mut handle = g.with(|_| Box::new(7u64));
+        drop(guard);
+        assert_eq!(*block_on(&mut handle).unwrap(), 7);
+        let again =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| block_on(&mut handle)));
+        let message = again.unwrap_err();
+        let message = message.downcast_ref::<&str>().copied().unwrap_or_default();
+        assert!(message.contains("polled after it returned"), "{message}");
+    });
+}

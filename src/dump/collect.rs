@@ -24,7 +24,9 @@ struct Pass {
     tasks: BTreeMap<TaskId, Listed>,
     waits: HashMap<TaskId, Vec<records::NotedWait>>,
     /// By the address of the lock's book: the sequence of its last write,
-    /// and the holder it wrote, as first seen in this pass.
+    /// and the holder it wrote, as one of this pass's readings saw it (any
+    /// one will do: every reading of the first pass comes before every
+    /// reading of the second).
     locks: HashMap<usize, (u64, Holder)>,
 }
 

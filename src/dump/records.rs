@@ -748,16 +748,22 @@ pub(crate) struct LockSeen {
 }
 
 /// How a dump finds, while a wait on a task is noted, the strand the task
-/// is queued on, if any: `read` called with `task` (a task's metadata,
-/// alive while the wait is in its list, erased).
+/// is queued on, if any, and the task that runs it if that is another (a
+/// queued section runs in its strand's runner): `read` called with `task`
+/// (a task's metadata or a section's completion, alive while the wait is
+/// in its list, erased).
 #[derive(Clone, Copy)]
 pub(crate) struct QueuedOn {
     pub(crate) task: NonNull<()>,
     /// # Safety
     ///
     /// Called with `task` only, while the wait is in its list.
-    pub(crate) read: unsafe fn(NonNull<()>) -> Option<LockSeen>,
+    pub(crate) read: unsafe fn(NonNull<()>) -> QueuedSeen,
 }
+
+/// What [`QueuedOn::read`] found: the strand, and the task running the
+/// work if that is another.
+pub(crate) type QueuedSeen = (Option<LockSeen>, Option<TaskId>);
 
 // SAFETY: `task` is only passed to `read`, which uses it as a shared
 // reference to a task's metadata (`Sync`) while the task is alive.
@@ -795,7 +801,8 @@ pub(crate) enum WaitOn {
     Lock(Arc<LockBook>),
     /// Another task's handle; `queued_on` finds the strand the task
     /// belongs to, if it does (a `with` section, which waits for the
-    /// holder). Like `ended`, it is read only under the wait list's lock.
+    /// holder). Like `ended`, it is read only while the wait is held in
+    /// its list (under the list's lock, or being read in its first slot).
     Task {
         id: TaskId,
         queued_on: QueuedOn,
@@ -1060,13 +1067,16 @@ impl NotedWait {
                     id,
                     queued_on,
                     ended,
-                } => WaitRead::Task {
-                    id: *id,
+                } => {
                     // SAFETY: the caller's contract (see `WaitOn::Task`).
-                    queued_on: unsafe { (queued_on.read)(queued_on.task) },
-                    // SAFETY: as above.
-                    ended: unsafe { ended.is_set() },
-                },
+                    let (lock, run_by) = unsafe { (queued_on.read)(queued_on.task) };
+                    WaitRead::Task {
+                        id: run_by.unwrap_or(*id),
+                        queued_on: lock,
+                        // SAFETY: as above.
+                        ended: unsafe { ended.is_set() },
+                    }
+                }
                 WaitOn::Scope(book) => WaitRead::Scope(book.members()),
             },
         }

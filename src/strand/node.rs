@@ -66,7 +66,7 @@ where
         let node = unsafe { Self::get(header) };
         // SAFETY: the caller holds the queue's share.
         let f = unsafe { node.take_f() };
-        if node.done.start() {
+        if node.done.start(crate::task::current_task()) {
             let result = catch_unwind(AssertUnwindSafe(f));
             node.done.finish(result, sink);
         } else {
@@ -80,8 +80,21 @@ where
         }
         // SAFETY: the queue's reference, given up once; `node` is not
         // touched after.
-        unsafe { Common::release(Completion::common(NonNull::from(&node.done))) };
+        unsafe { Common::release(Self::common(header)) };
         Ran::Done
+    }
+
+    /// The node's completion, as a pointer with the whole node's
+    /// provenance: the last release frees the node from it.
+    ///
+    /// # Safety
+    ///
+    /// `header` is a live node of this type.
+    unsafe fn common(header: NonNull<Header>) -> NonNull<Common> {
+        let node = header.cast::<Self>().as_ptr();
+        // SAFETY: `done` is a field of the live node; `Common` is first in
+        // the `repr(C)` completion.
+        unsafe { NonNull::new_unchecked(std::ptr::addr_of_mut!((*node).done)).cast() }
     }
 
     /// # Safety
@@ -95,7 +108,7 @@ where
         let dropped = catch_unwind(AssertUnwindSafe(move || drop(f)));
         node.done.finish_cancelled();
         // SAFETY: as in `run`.
-        unsafe { Common::release(Completion::common(NonNull::from(&node.done))) };
+        unsafe { Common::release(Self::common(header)) };
         dropped.err()
     }
 

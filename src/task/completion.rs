@@ -32,8 +32,8 @@
 //!   work is finished) and each `AbortHandle` hold one; the last frees the
 //!   allocation.
 //!
-//! The loom model `finish_vs_register_vs_drop` (in `strand::node`) checks
-//! them.
+//! The loom models `finish_vs_register_vs_drop` and `abort_vs_start`
+//! below check them.
 
 use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -46,7 +46,7 @@ use super::reporting_panics;
 use crate::admission::Sink;
 use crate::dump::records::LockBook;
 use crate::error::{Panic, PanicPayload, TaskError};
-use crate::loom::{AtomicUsize, Ordering::*, UnsafeCell};
+use crate::loom::{AtomicU64, AtomicUsize, Ordering::*, UnsafeCell};
 use crate::task_id::TaskId;
 
 const PHASE: usize = 0b11;
@@ -77,6 +77,10 @@ pub(crate) struct Common {
     pub(crate) ended: AtomicU8,
     pub(crate) id: TaskId,
     pub(crate) location: &'static Location<'static>,
+    /// The id of the task that runs the work (a strand's runner), written
+    /// before it starts: what the work waits on while it runs is noted in
+    /// that task, so a dump follows a wait on the work to it.
+    runner: AtomicU64,
     /// The book of the strand the work is queued on: alive while the
     /// handle is, which holds the strand.
     pub(crate) book: NonNull<LockBook>,
@@ -123,6 +127,7 @@ impl<R> Completion<R> {
                 ended: AtomicU8::new(0),
                 id: TaskId::next(),
                 location,
+                runner: AtomicU64::new(0),
                 book: NonNull::from(book),
                 sink: UnsafeCell::new(None),
                 free,
@@ -131,10 +136,14 @@ impl<R> Completion<R> {
         }
     }
 
-    /// For the runner: `true` if the work should run now (it is then
-    /// `RUNNING`); `false` if it was aborted, and must be dropped and then
-    /// finished with [`finish_cancelled`](Self::finish_cancelled).
-    pub(crate) fn start(&self) -> bool {
+    /// For the runner, the task `runner`: `true` if the work should run now
+    /// (it is then `RUNNING`); `false` if it was aborted, and must be
+    /// dropped and then finished with
+    /// [`finish_cancelled`](Self::finish_cancelled).
+    pub(crate) fn start(&self, runner: Option<TaskId>) -> bool {
+        self.common
+            .runner
+            .store(runner.map_or(0, TaskId::as_u64), Relaxed);
         let mut state = self.common.state.load(Relaxed);
         loop {
             debug_assert_eq!(state & PHASE, QUEUED);
@@ -153,14 +162,16 @@ impl<R> Completion<R> {
     }
 
     /// For the runner, after the work ran: puts the result in place and
-    /// finishes. `sink` says where a panic nobody reads goes; it is asked
-    /// only for a panic.
+    /// finishes. `sink` says where a panic nobody reads goes (the work's,
+    /// or its value's `Drop`); it is asked only for a panic or a value
+    /// with a `Drop`.
     pub(crate) fn finish(
         &self,
         result: Result<R, PanicPayload>,
         sink: impl FnOnce() -> Option<Sink>,
     ) {
-        if result.is_err() {
+        // A value with a `Drop` may panic where nobody reads it too.
+        if result.is_err() || std::mem::needs_drop::<R>() {
             // SAFETY: not finished: the sink cell is the runner's.
             unsafe { self.common.sink.with_mut(|s| *s = sink()) };
         }
@@ -217,6 +228,11 @@ impl<R> Completion<R> {
     /// is dropped only once the new one is registered.
     pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<R, TaskError>> {
         let mut state = self.common.state.load(Acquire);
+        // Only the handle takes the result while it exists.
+        assert!(
+            state & TAKEN == 0,
+            "JoinHandle polled after it returned its result"
+        );
         if finished(state) {
             return Poll::Ready(self.read(state));
         }
@@ -284,11 +300,6 @@ impl<R> Completion<R> {
         // SAFETY: the handle's reference, given up once.
         unsafe { Common::release(this.cast()) };
     }
-
-    /// The common part, as a reference an `AbortHandle` keeps.
-    pub(crate) fn common(this: NonNull<Completion<R>>) -> NonNull<Common> {
-        this.cast()
-    }
 }
 
 impl Common {
@@ -328,14 +339,26 @@ impl Common {
         self.state.fetch_or(ABORT, Relaxed);
     }
 
+    /// The task running the work, while it runs (a dump's reading).
+    pub(crate) fn run_by(&self) -> Option<TaskId> {
+        match self.state.load(Acquire) & PHASE {
+            RUNNING => TaskId::from_u64(self.runner.load(Relaxed)),
+            _ => None,
+        }
+    }
+
     /// `true` once the work ran or was dropped.
     pub(crate) fn is_finished(&self) -> bool {
         finished(self.state.load(Acquire))
     }
 
-    /// One more reference (an `AbortHandle`'s).
+    /// One more reference (an `AbortHandle`'s). Aborts the process if the
+    /// count would overflow, as `Arc` does (only `mem::forget` in a loop
+    /// gets there).
     pub(crate) fn acquire(&self) {
-        self.state.fetch_add(REF, Relaxed);
+        if self.state.fetch_add(REF, Relaxed) > usize::MAX >> 1 {
+            std::process::abort();
+        }
     }
 
     /// Gives up a reference; the last frees the allocation.
@@ -350,7 +373,12 @@ impl Common {
         if state >> 8 == 1 {
             // SAFETY: the last reference: nothing else reaches the
             // allocation, and `free` is its own (see `Completion::new`).
-            unsafe { (this.as_ref().free)(this) };
+            let free = unsafe { this.as_ref() }.free;
+            // A waker left in the cell (a handle's last one, if a finish
+            // raced its registration) is dropped here, on whatever thread
+            // lets go last: a runner must not unwind from its `Drop`.
+            // SAFETY: as above.
+            reporting_panics(|| unsafe { free(this) });
         }
     }
 }
@@ -417,10 +445,10 @@ mod loom_model {
                     let done = done;
                     // SAFETY: the queue's reference, held until the release.
                     let me = unsafe { done.0.as_ref() };
-                    assert!(me.start());
+                    assert!(me.start(None));
                     me.finish(Ok(Counted(drops)), || None);
                     // SAFETY: the queue's reference, given up once.
-                    unsafe { Common::release(Completion::common(done.0)) };
+                    unsafe { Common::release(done.0.cast()) };
                 })
             };
             let (wakes, waker) = wakes::counter();
@@ -462,20 +490,20 @@ mod loom_model {
                     let common = unsafe { &done.0.as_ref().common };
                     common.abort();
                     // SAFETY: the abort handle's reference, given up once.
-                    unsafe { Common::release(Completion::common(done.0)) };
+                    unsafe { Common::release(done.0.cast()) };
                 })
             };
             let ran = {
                 // SAFETY: the queue's reference.
                 let me = unsafe { done.0.as_ref() };
-                let ran = me.start();
+                let ran = me.start(None);
                 if ran {
                     me.finish(Ok(Counted(drops.clone())), || None);
                 } else {
                     me.finish_cancelled();
                 }
                 // SAFETY: the queue's reference, given up once.
-                unsafe { Common::release(Completion::common(done.0)) };
+                unsafe { Common::release(done.0.cast()) };
                 ran
             };
             let freed_before = freed();

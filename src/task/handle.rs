@@ -19,7 +19,7 @@ use super::current::current_task_id;
 use super::fault::{Failure, Outcome};
 use super::info::{ABORTED, DONE};
 use crate::admission::Sink;
-use crate::dump::records::{Flag, LockBook, LockSeen, Noted, QueuedOn, WaitKey, WaitOn};
+use crate::dump::records::{Flag, LockBook, Noted, QueuedOn, QueuedSeen, WaitKey, WaitOn};
 use crate::error::{ByValue, TaskError};
 use crate::executor::{lock_book_of, Exec, Runnable, TaskInfo};
 use crate::task_id::TaskId;
@@ -213,9 +213,13 @@ unsafe impl Send for SectionRef {}
 unsafe impl Sync for SectionRef {}
 
 impl SectionRef {
-    fn new(common: &Common) -> SectionRef {
-        common.acquire();
-        SectionRef(NonNull::from(common))
+    /// One more reference of the completion at `common`: a pointer with
+    /// the whole node's provenance (the handle's), since the last
+    /// reference frees the node through it.
+    fn new(common: NonNull<Common>) -> SectionRef {
+        // SAFETY: the caller holds a reference, which keeps it alive.
+        unsafe { common.as_ref() }.acquire();
+        SectionRef(common)
     }
 
     fn get(&self) -> &Common {
@@ -226,7 +230,7 @@ impl SectionRef {
 
 impl Clone for SectionRef {
     fn clone(&self) -> Self {
-        SectionRef::new(self.get())
+        SectionRef::new(self.0)
     }
 }
 
@@ -446,7 +450,7 @@ impl<T> JoinHandle<T> {
             target: match &self.state {
                 State::Running { info, waker, .. } => Some(Target::Task(*info, waker.clone())),
                 State::Born(Born::Section(s)) => {
-                    Some(Target::Section(SectionRef::new(&s.get().common)))
+                    Some(Target::Section(SectionRef::new(s.done.cast())))
                 }
                 _ => None,
             },
@@ -456,7 +460,8 @@ impl<T> JoinHandle<T> {
 
     /// The task's id, as stall reports and task dumps show it; `None` if
     /// there never was a task (the spawn was refused, or its work was done
-    /// on the spot).
+    /// on the spot). A `Guarded::with` section that was queued has an id
+    /// of its own, though it runs in its strand's runner task.
     ///
     /// # Examples
     ///
@@ -479,7 +484,9 @@ impl<T> JoinHandle<T> {
 
     /// `true` once the task is over: its future has been dropped (it
     /// finished, panicked, or was cancelled and its executor has dropped
-    /// it), or there never was one (it was rejected). Always the same as
+    /// it), or there never was one (it was rejected). For a queued
+    /// `Guarded::with` section: once it ran, or its closure was dropped
+    /// unrun. Always the same as
     /// [`AbortHandle::is_finished`]. Awaiting the handle then gives the
     /// result without waiting for the task, at most for its executor to
     /// finish handing the result over.
@@ -680,24 +687,29 @@ impl<T> Future for JoinHandle<T> {
 /// # Safety
 ///
 /// `task` is the `TaskInfo` of a live task.
-unsafe fn read_queued_on(task: NonNull<()>) -> Option<LockSeen> {
+unsafe fn read_queued_on(task: NonNull<()>) -> QueuedSeen {
     // SAFETY: the caller's contract.
     let info = unsafe { task.cast::<TaskInfo>().as_ref() };
-    info.with_executor(|ex| lock_book_of(ex).map(LockBook::seen))
+    (
+        info.with_executor(|ex| lock_book_of(ex).map(LockBook::seen)),
+        None,
+    )
 }
 
-/// The strand a queued section is queued on, for a dump reading a wait
-/// on it.
+/// The strand a queued section is queued on, and the runner running it
+/// while it runs (what the section waits on is noted there), for a dump
+/// reading a wait on it.
 ///
 /// # Safety
 ///
 /// `task` is the `Common` of a section whose handle is alive (it keeps
 /// the strand, and so its book).
-unsafe fn read_section_queued_on(task: NonNull<()>) -> Option<LockSeen> {
+unsafe fn read_section_queued_on(task: NonNull<()>) -> QueuedSeen {
     // SAFETY: the caller's contract.
     let common = unsafe { task.cast::<Common>().as_ref() };
     // SAFETY: as above: the book outlives the handle.
-    Some(unsafe { common.book.as_ref() }.seen())
+    let lock = unsafe { common.book.as_ref() }.seen();
+    (Some(lock), common.run_by())
 }
 
 impl<T> Drop for JoinHandle<T> {
