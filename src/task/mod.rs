@@ -6,7 +6,9 @@
 //! - [`current`]: the task being polled on this thread;
 //! - [`fault`]: where a panic goes that must not unwind (an executor's
 //!   `schedule`, a future's or a value's `Drop`);
-//! - [`handle`]: [`JoinHandle`] and [`AbortHandle`].
+//! - [`handle`]: [`JoinHandle`] and [`AbortHandle`];
+//! - [`completion`]: work completed in place, with no task (a strand's
+//!   queued `with` section), whose result a `JoinHandle` reads.
 //!
 //! `README.md` beside this file states the lifecycle as a protocol.
 
