@@ -9,11 +9,11 @@
 //!
 //! One state word, [`Common::state`]:
 //!
-//! - the *phase* (two bits) goes `QUEUED → RUNNING → DONE` for work that
-//!   ran, or `QUEUED → CANCELLED` for work dropped unrun (aborted, or its
-//!   executor is gone). Only the runner moves it; the move to `DONE` or
-//!   `CANCELLED` is the *finish*, one compare-and-swap that also clears
-//!   `REGISTERED`;
+//! - the *phase* (two bits) goes `QUEUED → DONE` for work that ran, or
+//!   `QUEUED → CANCELLED` for work dropped unrun (aborted, or its executor
+//!   is gone). Only the runner moves it; the move is the *finish*, one
+//!   compare-and-swap that also clears `REGISTERED`. The work is running
+//!   while the runner's id is stored and the phase is still `QUEUED`;
 //! - `REGISTERED`: a waker is in the cell. The handle owns the cell while
 //!   `REGISTERED` is clear and the work is not finished; the finish that
 //!   clears `REGISTERED` takes the waker and wakes it (the handle's waker
@@ -22,12 +22,14 @@
 //!   request's grant does, `strand::guarded`);
 //! - `ABORT`: the handle asked for the work to be dropped unrun; the
 //!   runner, when it gets there, drops it and finishes `CANCELLED`. A
-//!   handle says `Cancelled` only then, after the work was dropped;
+//!   handle says `Cancelled` only then, after the work was dropped. An
+//!   abort that lands once the work started changes nothing: its result
+//!   stands, as a task's finishing poll wins over an abort;
 //! - `HANDLE`: the `JoinHandle` exists. Whoever clears it or finishes last
 //!   disposes of a result nobody will read: the finish if `HANDLE` was
-//!   already clear, the handle's drop if the work had finished. Both
-//!   happen on the state word, so exactly one does;
-//! - `TAKEN`: the result was read or disposed of; the `out` cell is empty;
+//!   already clear, the handle's drop if the work had finished and the
+//!   handle had not read it (the handle keeps that itself). Both happen on
+//!   the state word, so exactly one does;
 //! - the reference count (from bit 8): the handle, the queue (until the
 //!   work is finished) and each `AbortHandle` hold one; the last frees the
 //!   allocation.
@@ -51,12 +53,10 @@ use crate::task_id::TaskId;
 
 const PHASE: usize = 0b11;
 const QUEUED: usize = 0;
-const RUNNING: usize = 1;
 const DONE: usize = 2;
 const CANCELLED: usize = 3;
 const REGISTERED: usize = 1 << 2;
 const ABORT: usize = 1 << 3;
-const TAKEN: usize = 1 << 4;
 const HANDLE: usize = 1 << 5;
 const REF: usize = 1 << 8;
 
@@ -136,29 +136,18 @@ impl<R> Completion<R> {
         }
     }
 
-    /// For the runner, the task `runner`: `true` if the work should run now
-    /// (it is then `RUNNING`); `false` if it was aborted, and must be
-    /// dropped and then finished with
-    /// [`finish_cancelled`](Self::finish_cancelled).
+    /// For the runner, the task `runner`: `true` if the work should run now;
+    /// `false` if it was aborted, and must be dropped and then finished
+    /// with [`finish_cancelled`](Self::finish_cancelled). A load, not a
+    /// read-modify-write: an abort that comes after it is too late.
     pub(crate) fn start(&self, runner: Option<TaskId>) -> bool {
+        if self.common.state.load(Relaxed) & ABORT != 0 {
+            return false;
+        }
         self.common
             .runner
             .store(runner.map_or(0, TaskId::as_u64), Relaxed);
-        let mut state = self.common.state.load(Relaxed);
-        loop {
-            debug_assert_eq!(state & PHASE, QUEUED);
-            if state & ABORT != 0 {
-                return false;
-            }
-            match self
-                .common
-                .state
-                .compare_exchange_weak(state, state | RUNNING, Relaxed, Relaxed)
-            {
-                Ok(_) => return true,
-                Err(now) => state = now,
-            }
-        }
+        true
     }
 
     /// For the runner, after the work ran: puts the result in place and
@@ -183,7 +172,8 @@ impl<R> Completion<R> {
         };
         if self.common.end(DONE) & HANDLE == 0 {
             // Detached before the finish: nobody will read it.
-            self.dispose();
+            // SAFETY: finished `DONE` by this thread, and no handle.
+            unsafe { self.dispose() };
         }
     }
 
@@ -192,21 +182,28 @@ impl<R> Completion<R> {
         self.common.end(CANCELLED);
     }
 
-    /// Takes the result out, once, after the finish: the handle reading
-    /// it, or whoever disposes of it.
-    fn take(&self) -> Result<R, PanicPayload> {
-        let state = self.common.state.fetch_or(TAKEN, Acquire);
-        debug_assert!(state & PHASE == DONE && state & TAKEN == 0);
-        // SAFETY: finished `DONE` (acquire: the finish's writes are seen),
-        // and `TAKEN` was clear: the cell holds the result, which this
-        // call alone moves out.
+    /// Takes the result out.
+    ///
+    /// # Safety
+    ///
+    /// The work finished `DONE`, and the caller saw it with acquire; the
+    /// result is taken once: by the handle reading it, or by whoever
+    /// disposes of it (see the ground rules).
+    unsafe fn take(&self) -> Result<R, PanicPayload> {
+        // SAFETY: the caller's contract: the cell holds the result, which
+        // this call alone moves out.
         unsafe { self.out.with_mut(|o| o.assume_init_read()) }
     }
 
     /// Drops a result nobody will read; a panic in it, or in dropping a
     /// value, goes to the sink.
-    fn dispose(&self) {
-        let result = self.take();
+    ///
+    /// # Safety
+    ///
+    /// As for [`take`](Self::take).
+    unsafe fn dispose(&self) {
+        // SAFETY: the caller's contract.
+        let result = unsafe { self.take() };
         // SAFETY: finished: the runner stored the sink before it finished,
         // and nobody writes it after.
         let sink = unsafe { self.common.sink.with_mut(|s| s.take()) };
@@ -226,13 +223,12 @@ impl<R> Completion<R> {
     /// User code runs here (cloning and dropping wakers) and may panic:
     /// the new waker is cloned before anything changes, and the old one
     /// is dropped only once the new one is registered.
-    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<R, TaskError>> {
+    ///
+    /// # Safety
+    ///
+    /// Called by the handle, and never again once it returned `Ready`.
+    pub(crate) unsafe fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<R, TaskError>> {
         let mut state = self.common.state.load(Acquire);
-        // Only the handle takes the result while it exists.
-        assert!(
-            state & TAKEN == 0,
-            "JoinHandle polled after it returned its result"
-        );
         if finished(state) {
             return Poll::Ready(self.read(state));
         }
@@ -275,27 +271,38 @@ impl<R> Completion<R> {
         Poll::Pending
     }
 
-    /// The handle's reading of a finished work.
+    /// The handle's reading of a finished work, `state` read with
+    /// acquire; once (see `poll`).
     fn read(&self, state: usize) -> Result<R, TaskError> {
         match state & PHASE {
-            DONE => self.take().map_err(|p| TaskError::Panicked(Panic::new(p))),
+            // SAFETY: finished `DONE`, seen with acquire; the handle reads
+            // once, and nobody disposes of it while the handle exists.
+            DONE => unsafe { self.take() }.map_err(|p| TaskError::Panicked(Panic::new(p))),
             _ => Err(TaskError::Cancelled),
         }
     }
 
     /// For the handle's drop: from now on nobody reads the result; if the
-    /// work finished, its result is disposed of here. Gives up the
-    /// handle's reference.
+    /// work finished and the handle did not read it (`read`), its result
+    /// is disposed of here. Gives up the handle's reference: one
+    /// read-modify-write for a handle that read its result.
     ///
     /// # Safety
     ///
     /// Called once, by the handle, which then never touches `this` again.
-    pub(crate) unsafe fn detach(this: NonNull<Completion<R>>) {
+    pub(crate) unsafe fn detach(this: NonNull<Completion<R>>, read: bool) {
+        if read {
+            // SAFETY: the handle's reference, given up once, with `HANDLE`
+            // (set, so subtracting it clears it).
+            return unsafe { Common::release_with(this.cast(), HANDLE) };
+        }
         // SAFETY: the handle's reference keeps it alive until the release.
         let me = unsafe { this.as_ref() };
         let state = me.common.state.fetch_and(!HANDLE, AcqRel);
-        if state & PHASE == DONE && state & TAKEN == 0 {
-            me.dispose();
+        if state & PHASE == DONE {
+            // SAFETY: finished `DONE` (acquire), unread, and the finish
+            // saw `HANDLE` set, so left it to this drop.
+            unsafe { me.dispose() };
         }
         // SAFETY: the handle's reference, given up once.
         unsafe { Common::release(this.cast()) };
@@ -341,10 +348,8 @@ impl Common {
 
     /// The task running the work, while it runs (a dump's reading).
     pub(crate) fn run_by(&self) -> Option<TaskId> {
-        match self.state.load(Acquire) & PHASE {
-            RUNNING => TaskId::from_u64(self.runner.load(Relaxed)),
-            _ => None,
-        }
+        let runner = TaskId::from_u64(self.runner.load(Relaxed));
+        runner.filter(|_| !finished(self.state.load(Acquire)))
     }
 
     /// `true` once the work ran or was dropped.
@@ -368,8 +373,19 @@ impl Common {
     /// The caller holds a reference, given up here once, and does not
     /// touch `this` afterwards.
     pub(crate) unsafe fn release(this: NonNull<Common>) {
+        // SAFETY: the caller's contract.
+        unsafe { Common::release_with(this, 0) }
+    }
+
+    /// [`release`](Self::release), clearing the set `bits` in the same
+    /// read-modify-write.
+    ///
+    /// # Safety
+    ///
+    /// As for `release`; `bits` are set.
+    unsafe fn release_with(this: NonNull<Common>, bits: usize) {
         // SAFETY: the caller's reference keeps it alive until here.
-        let state = unsafe { this.as_ref() }.state.fetch_sub(REF, AcqRel);
+        let state = unsafe { this.as_ref() }.state.fetch_sub(REF + bits, AcqRel);
         if state >> 8 == 1 {
             // SAFETY: the last reference: nothing else reaches the
             // allocation, and `free` is its own (see `Completion::new`).
@@ -452,14 +468,15 @@ mod loom_model {
                 })
             };
             let (wakes, waker) = wakes::counter();
-            // SAFETY: the handle's reference, held until `detach`.
-            let polled = unsafe { done.0.as_ref() }.poll(&mut Context::from_waker(&waker));
+            // SAFETY: the handle's reference, held until `detach`; its
+            // one poll.
+            let polled = unsafe { done.0.as_ref().poll(&mut Context::from_waker(&waker)) };
             let pending = polled.is_pending();
             if let Poll::Ready(result) = polled {
                 assert!(result.is_ok());
             }
             // SAFETY: the handle's reference, given up once.
-            unsafe { Completion::detach(done.0) };
+            unsafe { Completion::detach(done.0, !pending) };
             runner.join().unwrap();
             assert_eq!(drops.load(SeqCst), 1, "the result dropped once");
             assert!(
@@ -509,8 +526,8 @@ mod loom_model {
             let freed_before = freed();
             aborter.join().unwrap();
             let (_, waker) = wakes::counter();
-            // SAFETY: the handle's reference.
-            let read = unsafe { done.0.as_ref() }.poll(&mut Context::from_waker(&waker));
+            // SAFETY: the handle's reference; its one poll.
+            let read = unsafe { done.0.as_ref().poll(&mut Context::from_waker(&waker)) };
             match read {
                 Poll::Ready(Ok(value)) => {
                     assert!(ran);
@@ -519,8 +536,8 @@ mod loom_model {
                 Poll::Ready(Err(e)) => assert!(!ran && e.is_cancelled()),
                 Poll::Pending => panic!("finished, yet pending"),
             }
-            // SAFETY: the handle's reference, given up once.
-            unsafe { Completion::detach(done.0) };
+            // SAFETY: the handle's reference, given up once; it read.
+            unsafe { Completion::detach(done.0, true) };
             assert_eq!(drops.load(SeqCst), usize::from(ran));
             assert_eq!(freed(), freed_before + 1, "freed once, by the last");
         });

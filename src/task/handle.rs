@@ -120,6 +120,9 @@ struct Section<T> {
     /// (which the completion names) alive.
     exec: Exec,
     noted: Noted,
+    /// The result was read: polling again is a programmer's error, and
+    /// there is nothing to dispose of.
+    read: bool,
 }
 
 // SAFETY: the completion is shared by its protocol (see
@@ -140,7 +143,7 @@ impl<T> Drop for Section<T> {
     fn drop(&mut self) {
         self.noted.done(WaitKey::of(&self.get().common));
         // SAFETY: the handle's reference, given up once, here.
-        unsafe { Completion::detach(self.done) };
+        unsafe { Completion::detach(self.done, self.read) };
     }
 }
 
@@ -384,6 +387,7 @@ impl<T> JoinHandle<T> {
                 done,
                 exec,
                 noted: Noted::default(),
+                read: false,
             })),
             chain: None,
         }
@@ -629,13 +633,17 @@ impl<T> Future for JoinHandle<T> {
                 }
             }
             State::Born(Born::Section(s)) => {
+                assert!(!s.read, "JoinHandle polled after it returned its result");
                 std::task::ready!(crate::coop::poll_proceed(cx));
                 let ptr = s.done;
                 // SAFETY: the handle's reference keeps it alive while `s`
                 // lives, and nothing here gives it up.
                 let done = unsafe { ptr.as_ref() };
-                match done.poll(cx) {
+                // SAFETY: the handle's poll, not again once it was ready
+                // (`read`, checked above).
+                match unsafe { done.poll(cx) } {
                     Poll::Ready(result) => {
+                        s.read = true;
                         crate::coop::spend();
                         s.noted.done(WaitKey::of(&done.common));
                         Poll::Ready(result)
