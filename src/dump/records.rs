@@ -171,8 +171,8 @@ pub(crate) struct Seen {
 const KIND_SHIFT: u32 = 62;
 
 /// The task word of a [`Running`] record for `info`.
-fn tagged(record: &TaskRecord) -> u64 {
-    record.id.as_u64() | (record.kind as u64) << KIND_SHIFT
+fn tagged(id: TaskId, kind: TaskKind) -> u64 {
+    id.as_u64() | (kind as u64) << KIND_SHIFT
 }
 
 fn untagged(word: u64) -> Option<(TaskId, TaskKind)> {
@@ -272,8 +272,8 @@ struct Entry {
     world: Option<(Waker, Flag)>,
 }
 
-/// A bit of a task's flags (its aborted or its done bit), by address: its
-/// users say what keeps the task alive while they read or set it.
+/// A bit of a task's flags (its aborted bit), by address: its users say
+/// what keeps the task alive while they set it.
 #[derive(Clone, Copy)]
 pub(crate) struct Flag {
     word: NonNull<AtomicU8>,
@@ -300,14 +300,6 @@ impl Flag {
     unsafe fn set(self) {
         // SAFETY: the caller's contract.
         unsafe { self.word.as_ref() }.fetch_or(self.bit, AcqRel);
-    }
-
-    /// # Safety
-    ///
-    /// The task is alive.
-    unsafe fn is_set(self) -> bool {
-        // SAFETY: the caller's contract.
-        unsafe { self.word.as_ref() }.load(Acquire) & self.bit != 0
     }
 }
 
@@ -523,12 +515,8 @@ impl Polling {
 #[inline]
 pub(crate) unsafe fn enter_poll(record: &TaskRecord, here: *const ()) -> Option<Polling> {
     record.state.store(RUNNING, Relaxed);
-    let here = NonNull::new(here.cast::<Here>().cast_mut())?;
-    // SAFETY: a non-null the context's worker records is live (see `WorkerGuard`).
-    let running = unsafe { here.as_ref() }.running();
-    let location = record.location as *const Location<'static> as *mut Location<'static>;
-    let outer = running.open(tagged(record), location);
-    Some(Polling { here, outer })
+    // SAFETY: the caller's contract.
+    unsafe { open_poll(here, tagged(record.id, record.kind), record.location) }
 }
 
 /// Notes, on a pool worker, that a strand's runner is running the queued
@@ -536,11 +524,32 @@ pub(crate) unsafe fn enter_poll(record: &TaskRecord, here: *const ()) -> Option<
 /// task while the returned guard lives, nested in the runner's poll.
 #[inline]
 pub(crate) fn enter_section(id: TaskId, location: &'static Location<'static>) -> Option<Polling> {
-    let here = NonNull::new(records_here().cast_mut())?;
+    // SAFETY: the context's worker records, read now.
+    unsafe {
+        open_poll(
+            records_here().cast(),
+            tagged(id, TaskKind::Spawned),
+            location,
+        )
+    }
+}
+
+/// Opens a poll of `task` from `location` in the worker records `here`,
+/// if any.
+///
+/// # Safety
+///
+/// As for [`enter_poll`].
+#[inline]
+unsafe fn open_poll(
+    here: *const (),
+    task: u64,
+    location: &'static Location<'static>,
+) -> Option<Polling> {
+    let here = NonNull::new(here.cast::<Here>().cast_mut())?;
     // SAFETY: non-null worker records are live (see `WorkerGuard`).
     let running = unsafe { here.as_ref() }.running();
     let location = location as *const Location<'static> as *mut Location<'static>;
-    let task = id.as_u64() | (TaskKind::Spawned as u64) << KIND_SHIFT;
     let outer = running.open(task, location);
     Some(Polling { here, outer })
 }
@@ -747,29 +756,36 @@ pub(crate) struct LockSeen {
     pub(crate) holder: Holder,
 }
 
-/// How a dump finds, while a wait on a task is noted, the strand the task
-/// is queued on, if any, and the task that runs it if that is another (a
-/// queued section runs in its strand's runner): `read` called with `task`
-/// (a task's metadata or a section's completion, alive while the wait is
-/// in its list, erased).
+/// The task a noted wait waits for, as a dump reads it: `read` called
+/// with `task` (a task's metadata or a queued section's completion,
+/// erased), which is alive while the wait is in its list (the handle that
+/// noted the wait takes it out before it lets go of the task).
 #[derive(Clone, Copy)]
-pub(crate) struct QueuedOn {
+pub(crate) struct TaskRef {
     pub(crate) task: NonNull<()>,
     /// # Safety
     ///
     /// Called with `task` only, while the wait is in its list.
-    pub(crate) read: unsafe fn(NonNull<()>) -> QueuedSeen,
+    pub(crate) read: unsafe fn(NonNull<()>) -> TaskSeen,
 }
 
-/// What [`QueuedOn::read`] found: the strand, and the task running the
-/// work if that is another.
-pub(crate) type QueuedSeen = (Option<LockSeen>, Option<TaskId>);
+/// What [`TaskRef::read`] found.
+pub(crate) struct TaskSeen {
+    /// The strand the task is queued on, if it is a strand's.
+    pub(crate) queued_on: Option<LockSeen>,
+    /// The task running it, if that is another: a queued section runs in
+    /// its strand's runner, where what it waits on is noted.
+    pub(crate) run_by: Option<TaskId>,
+    /// It is over: its future was dropped, or the section ran or was
+    /// dropped (its handle will say so when polled).
+    pub(crate) ended: bool,
+}
 
 // SAFETY: `task` is only passed to `read`, which uses it as a shared
-// reference to a task's metadata (`Sync`) while the task is alive.
-unsafe impl Send for QueuedOn {}
+// reference to a `Sync` value while it is alive.
+unsafe impl Send for TaskRef {}
 // SAFETY: as above.
-unsafe impl Sync for QueuedOn {}
+unsafe impl Sync for TaskRef {}
 
 /// The tasks of a scope that a dump may list, for the wait of the task
 /// that opened it: each enters when its first poll returns `Pending` (one
@@ -799,20 +815,12 @@ pub(crate) enum WaitOn {
     /// future that is forgotten leaves its wait noted, and its `Guarded`
     /// may go.
     Lock(Arc<LockBook>),
-    /// Another task's handle; `queued_on` finds the strand the task
-    /// belongs to, if it does (a `with` section, which waits for the
-    /// holder). Like `ended`, it is read only while the wait is held in
-    /// its list (under the list's lock, or being read in its first slot).
-    Task {
-        id: TaskId,
-        queued_on: QueuedOn,
-        /// The task's done bit. Read only under the wait list's lock,
-        /// while the wait is in it: the handle that noted the wait removes
-        /// it before it lets go of the task (in `JoinHandle`'s `Drop`, by
-        /// its key: every owner of a [`Noted`] takes its wait out so), so
-        /// the task is alive.
-        ended: Flag,
-    },
+    /// Another task's handle (or a queued section's). `task` is read only
+    /// while the wait is held in its list (under the list's lock, or being
+    /// read in its first slot): the handle that noted the wait takes it
+    /// out before it lets go of the task (every owner of a [`Noted`] does),
+    /// so the task is alive.
+    Task { id: TaskId, task: TaskRef },
     /// The tasks of a scope the waiting task opened.
     Scope(Arc<ScopeBook>),
 }
@@ -851,8 +859,7 @@ pub(crate) struct NotedWait {
 /// first wait of a task, the usual one, goes into a slot of its own
 /// without a lock: noting it costs plain stores, and taking it out one
 /// compare-and-swap. Waits noted while the slot is full go into a vector
-/// under a lock (a flag taken with one compare-and-swap and given back
-/// with one store).
+/// under a mutex.
 ///
 /// # The first slot
 ///
@@ -878,8 +885,7 @@ pub(crate) struct WaitList {
     /// The order the next wait is noted with: written by the task's
     /// poller only.
     next_order: crate::loom::AtomicU64,
-    locked: crate::loom::AtomicBool,
-    rest: UnsafeCell<Vec<(u64, WaitKey, WaitOn)>>,
+    rest: crate::loom::Mutex<Vec<(u64, WaitKey, WaitOn)>>,
 }
 
 /// `first` while the future that noted the first wait takes it out.
@@ -891,15 +897,13 @@ impl Default for WaitList {
             first: crate::loom::AtomicU64::new(0),
             first_wait: crate::loom::UnsafeCell::new(None),
             next_order: crate::loom::AtomicU64::new(0),
-            locked: crate::loom::AtomicBool::new(false),
-            rest: UnsafeCell::new(Vec::new()),
+            rest: crate::loom::Mutex::new(Vec::new()),
         }
     }
 }
 
 // SAFETY: `first_wait` is touched as `first` says (see the type's docs),
-// and `rest` only by whoever holds `locked` (see `WaitList::with_rest`),
-// each handed over with a release/acquire pair; a `WaitOn` is `Send`.
+// handed over with a release/acquire pair; a `WaitOn` is `Send`.
 unsafe impl Sync for WaitList {}
 // SAFETY: as above: the list owns its `Send` waits.
 unsafe impl Send for WaitList {}
@@ -920,34 +924,6 @@ impl WaitKey {
 }
 
 impl WaitList {
-    /// Runs `f` on the waits beyond the first, holding the list's lock.
-    /// The holder is quick (a push, a swap-remove, a dump's copy), so a
-    /// contender spins, yielding its thread once in a while in case the
-    /// holder was preempted.
-    fn with_rest<R>(&self, f: impl FnOnce(&mut Vec<(u64, WaitKey, WaitOn)>) -> R) -> R {
-        let mut spins = 0u32;
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
-        {
-            spins += 1;
-            backoff(spins);
-        }
-        /// Gives the lock back, also if `f` unwinds (a dump's reading of
-        /// a queued task's executor clones and drops a user's executor).
-        struct Unlock<'a>(&'a crate::loom::AtomicBool);
-        impl Drop for Unlock<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Release);
-            }
-        }
-        let _unlock = Unlock(&self.locked);
-        // SAFETY: the flag is ours (taken above with acquire, given back
-        // by `_unlock` with release): nothing else touches the waits.
-        f(unsafe { &mut *self.rest.get() })
-    }
-
     /// Notes `wait`, to be taken out by `key`; `true` if it went into the
     /// first slot. Called by the task's poller only.
     fn enter(&self, key: WaitKey, wait: WaitOn) -> bool {
@@ -960,7 +936,7 @@ impl WaitList {
             self.first.store(order << 1, Release);
             return true;
         }
-        self.with_rest(|rest| rest.push((order, key, wait)));
+        crate::loom::lock(&self.rest).push((order, key, wait));
         false
     }
 
@@ -968,11 +944,13 @@ impl WaitList {
     /// if `first`.
     fn leave(&self, key: WaitKey, first: bool) {
         if !first {
-            let left = self.with_rest(|rest| {
-                let i = rest.iter().position(|(_, k, _)| *k == key)?;
-                Some(rest.swap_remove(i))
-            });
-            drop(left); // after the lock: it may hold the last `Arc` of a scope's book
+            let mut rest = crate::loom::lock(&self.rest);
+            let left = rest
+                .iter()
+                .position(|(_, k, _)| *k == key)
+                .map(|i| rest.swap_remove(i));
+            drop(rest);
+            drop(left); // after the lock: it may hold the last `Arc` of a book
             return;
         }
         let mut spins = 0u32;
@@ -1038,12 +1016,11 @@ impl WaitList {
 
     /// The waits noted now, in the order they began.
     fn read(&self) -> Vec<NotedWait> {
-        let mut read: Vec<NotedWait> = self.with_rest(|rest| {
-            rest.iter()
-                // SAFETY: under the list's lock, with the wait in it.
-                .map(|(order, _, wait)| unsafe { NotedWait::read(*order, wait) })
-                .collect()
-        });
+        let mut read: Vec<NotedWait> = crate::loom::lock(&self.rest)
+            .iter()
+            // SAFETY: under the list's lock, with the wait in it.
+            .map(|(order, _, wait)| unsafe { NotedWait::read(*order, wait) })
+            .collect();
         read.extend(self.read_first());
         read.sort_by_key(|w| w.order);
         read
@@ -1063,18 +1040,13 @@ impl NotedWait {
             order,
             on: match wait {
                 WaitOn::Lock(book) => WaitRead::Lock(book.seen()),
-                WaitOn::Task {
-                    id,
-                    queued_on,
-                    ended,
-                } => {
+                WaitOn::Task { id, task } => {
                     // SAFETY: the caller's contract (see `WaitOn::Task`).
-                    let (lock, run_by) = unsafe { (queued_on.read)(queued_on.task) };
+                    let seen = unsafe { (task.read)(task.task) };
                     WaitRead::Task {
-                        id: run_by.unwrap_or(*id),
-                        queued_on: lock,
-                        // SAFETY: as above.
-                        ended: unsafe { ended.is_set() },
+                        id: seen.run_by.unwrap_or(*id),
+                        queued_on: seen.queued_on,
+                        ended: seen.ended,
                     }
                 }
                 WaitOn::Scope(book) => WaitRead::Scope(book.members()),
@@ -1186,9 +1158,7 @@ impl Noted {
             (list, word & IN_FIRST != 0)
         })
     }
-}
 
-impl Noted {
     /// Notes that `task` (the record of the task being polled on this
     /// thread, if any, with its rare part, made on demand) waits on what
     /// `what` says, by `key`: once per task, so that a future handed to

@@ -34,10 +34,8 @@
 
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::ptr::NonNull;
-
-use std::panic::Location;
 
 use crate::admission::Sink;
 use crate::error::{drop_payload, PanicPayload};

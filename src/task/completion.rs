@@ -40,7 +40,6 @@
 use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU8;
 use std::task::{Context, Poll, Waker};
 
 use super::fault::report;
@@ -60,9 +59,6 @@ const ABORT: usize = 1 << 3;
 const HANDLE: usize = 1 << 5;
 const REF: usize = 1 << 8;
 
-/// The set bit of [`Common::ended`], once the work is finished.
-pub(crate) const ENDED: u8 = 1;
-
 fn finished(state: usize) -> bool {
     state & PHASE >= DONE
 }
@@ -73,8 +69,6 @@ fn finished(state: usize) -> bool {
 pub(crate) struct Common {
     state: AtomicUsize,
     waker: UnsafeCell<Option<Waker>>,
-    /// [`ENDED`] once finished, for dumps (a `Flag` reads a byte).
-    pub(crate) ended: AtomicU8,
     pub(crate) id: TaskId,
     pub(crate) location: &'static Location<'static>,
     /// The id of the task that runs the work (a strand's runner), written
@@ -124,7 +118,6 @@ impl<R> Completion<R> {
             common: Common {
                 state: AtomicUsize::new(QUEUED | HANDLE | (2 * REF)),
                 waker: UnsafeCell::new(None),
-                ended: AtomicU8::new(0),
                 id: TaskId::next(),
                 location,
                 runner: AtomicU64::new(0),
@@ -151,16 +144,13 @@ impl<R> Completion<R> {
     }
 
     /// For the runner, after the work ran: puts the result in place and
-    /// finishes. `sink` says where a panic nobody reads goes (the work's,
-    /// or its value's `Drop`); it is asked only for a panic or a value
-    /// with a `Drop`.
-    pub(crate) fn finish(
-        &self,
-        result: Result<R, PanicPayload>,
-        sink: impl FnOnce() -> Option<Sink>,
-    ) {
-        // A value with a `Drop` may panic where nobody reads it too.
-        if result.is_err() || std::mem::needs_drop::<R>() {
+    /// finishes. `sink` says where a panic nobody reads goes; it is asked
+    /// only for one: a panic of the work is stored with its result, for
+    /// the handle's drop to report; a value whose `Drop` panics where
+    /// nobody reads it is reported where it is dropped (the runner's sink,
+    /// or the sink of the task dropping the handle).
+    pub(crate) fn finish(&self, result: Result<R, PanicPayload>, sink: impl Fn() -> Option<Sink>) {
+        if result.is_err() {
             // SAFETY: not finished: the sink cell is the runner's.
             unsafe { self.common.sink.with_mut(|s| *s = sink()) };
         }
@@ -173,7 +163,7 @@ impl<R> Completion<R> {
         if self.common.end(DONE) & HANDLE == 0 {
             // Detached before the finish: nobody will read it.
             // SAFETY: finished `DONE` by this thread, and no handle.
-            unsafe { self.dispose() };
+            unsafe { self.dispose(sink) };
         }
     }
 
@@ -195,25 +185,23 @@ impl<R> Completion<R> {
         unsafe { self.out.with_mut(|o| o.assume_init_read()) }
     }
 
-    /// Drops a result nobody will read; a panic in it, or in dropping a
-    /// value, goes to the sink.
+    /// Drops a result nobody will read; a panic in it goes to the sink the
+    /// runner stored, and a panic in dropping a value to `fallback`'s.
     ///
     /// # Safety
     ///
     /// As for [`take`](Self::take).
-    unsafe fn dispose(&self) {
+    unsafe fn dispose(&self, fallback: impl FnOnce() -> Option<Sink>) {
         // SAFETY: the caller's contract.
-        let result = unsafe { self.take() };
-        // SAFETY: finished: the runner stored the sink before it finished,
-        // and nobody writes it after.
-        let sink = unsafe { self.common.sink.with_mut(|s| s.take()) };
-        match result {
-            Ok(value) => {
-                if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-                    report(sink.as_ref(), payload);
-                }
-            }
-            Err(payload) => report(sink.as_ref(), payload),
+        let payload = match unsafe { self.take() } {
+            Ok(value) => catch_unwind(AssertUnwindSafe(move || drop(value))).err(),
+            Err(payload) => Some(payload),
+        };
+        if let Some(payload) = payload {
+            // SAFETY: finished: the runner stored the sink (for a panic of
+            // the work) before it finished, and nobody writes it after.
+            let sink = unsafe { self.common.sink.with_mut(Option::take) }.or_else(fallback);
+            report(sink.as_ref(), payload);
         }
     }
 
@@ -302,7 +290,7 @@ impl<R> Completion<R> {
         if state & PHASE == DONE {
             // SAFETY: finished `DONE` (acquire), unread, and the finish
             // saw `HANDLE` set, so left it to this drop.
-            unsafe { me.dispose() };
+            unsafe { me.dispose(super::current_task_sink) };
         }
         // SAFETY: the handle's reference, given up once.
         unsafe { Common::release(this.cast()) };
@@ -327,7 +315,6 @@ impl Common {
                 Err(now) => state = now,
             }
         }
-        self.ended.store(ENDED, Release);
         if state & REGISTERED != 0 {
             // SAFETY: the finish cleared `REGISTERED` (acquiring the
             // handle's release): the cell is the finisher's.

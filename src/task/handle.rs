@@ -14,12 +14,12 @@ use std::task::{Context, Poll, Waker};
 
 use async_task::FallibleTask;
 
-use super::completion::{Common, Completion, ENDED};
+use super::completion::{Common, Completion};
 use super::current::current_task_id;
 use super::fault::{Failure, Outcome};
 use super::info::{ABORTED, DONE};
 use crate::admission::Sink;
-use crate::dump::records::{Flag, LockBook, Noted, QueuedOn, QueuedSeen, WaitKey, WaitOn};
+use crate::dump::records::{LockBook, Noted, TaskRef, TaskSeen, WaitKey, WaitOn};
 use crate::error::{ByValue, TaskError};
 use crate::executor::{lock_book_of, Exec, Runnable, TaskInfo};
 use crate::task_id::TaskId;
@@ -611,11 +611,10 @@ impl<T> Future for JoinHandle<T> {
                     Poll::Pending => {
                         super::current::note_wait(noted, WaitKey::of(info), || WaitOn::Task {
                             id: info.record.id,
-                            queued_on: QueuedOn {
+                            task: TaskRef {
                                 task: NonNull::from(info).cast(),
-                                read: read_queued_on,
+                                read: read_task,
                             },
-                            ended: Flag::new(&info.record.flags, DONE),
                         });
                         crate::section::check_not_blocking_on("a task or section", || {
                             let strand = info.with_executor(Exec::addr);
@@ -653,11 +652,10 @@ impl<T> Future for JoinHandle<T> {
                         super::current::note_wait(&mut s.noted, WaitKey::of(common), || {
                             WaitOn::Task {
                                 id: common.id,
-                                queued_on: QueuedOn {
+                                task: TaskRef {
                                     task: NonNull::from(common).cast(),
-                                    read: read_section_queued_on,
+                                    read: read_section,
                                 },
-                                ended: Flag::new(&common.ended, ENDED),
                             }
                         });
                         crate::section::check_not_blocking_on("a task or section", || {
@@ -690,34 +688,39 @@ impl<T> Future for JoinHandle<T> {
     }
 }
 
-/// The strand a task is queued on, for a dump reading a wait on it.
+/// A task, for a dump reading a wait on it: the strand it is queued on,
+/// and whether it ended.
 ///
 /// # Safety
 ///
 /// `task` is the `TaskInfo` of a live task.
-unsafe fn read_queued_on(task: NonNull<()>) -> QueuedSeen {
+unsafe fn read_task(task: NonNull<()>) -> TaskSeen {
     // SAFETY: the caller's contract.
     let info = unsafe { task.cast::<TaskInfo>().as_ref() };
-    (
-        info.with_executor(|ex| lock_book_of(ex).map(LockBook::seen)),
-        None,
-    )
+    TaskSeen {
+        queued_on: info.with_executor(|ex| lock_book_of(ex).map(LockBook::seen)),
+        run_by: None,
+        ended: info.record.flags.load(Ordering::Acquire) & DONE != 0,
+    }
 }
 
-/// The strand a queued section is queued on, and the runner running it
-/// while it runs (what the section waits on is noted there), for a dump
-/// reading a wait on it.
+/// A queued section, for a dump reading a wait on it: its strand, the
+/// runner running it while it runs (what the section waits on is noted
+/// there), and whether it ended.
 ///
 /// # Safety
 ///
 /// `task` is the `Common` of a section whose handle is alive (it keeps
 /// the strand, and so its book).
-unsafe fn read_section_queued_on(task: NonNull<()>) -> QueuedSeen {
+unsafe fn read_section(task: NonNull<()>) -> TaskSeen {
     // SAFETY: the caller's contract.
     let common = unsafe { task.cast::<Common>().as_ref() };
-    // SAFETY: as above: the book outlives the handle.
-    let lock = unsafe { common.book.as_ref() }.seen();
-    (Some(lock), common.run_by())
+    TaskSeen {
+        // SAFETY: as above: the book outlives the handle.
+        queued_on: Some(unsafe { common.book.as_ref() }.seen()),
+        run_by: common.run_by(),
+        ended: common.is_finished(),
+    }
 }
 
 impl<T> Drop for JoinHandle<T> {
