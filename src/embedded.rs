@@ -5,8 +5,9 @@
 //! (`admission`) are both one.
 
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// A header type: its vtable holds the [`Counts`] of the value it is
 /// embedded in.
@@ -26,11 +27,15 @@ pub(crate) unsafe trait Embeds<H: Header>: Send + Sync + Sized + 'static {
     const OFFSET: usize;
 }
 
-/// A header's functions that take and give back a strong count of the
-/// `Arc` around it.
+/// A header's functions that take and give back a strong or a weak count
+/// of the `Arc` around it.
 pub(crate) struct Counts {
     clone: unsafe fn(NonNull<()>),
     drop: unsafe fn(NonNull<()>),
+    downgrade: unsafe fn(NonNull<()>),
+    /// Takes a strong count if the value is alive; whether it did.
+    upgrade: unsafe fn(NonNull<()>) -> bool,
+    drop_weak: unsafe fn(NonNull<()>),
 }
 
 /// The [`Counts`] of a `T` around an `H`.
@@ -46,6 +51,25 @@ impl<H: Header, T: Embeds<H>> CountsOf<T, H> {
         drop: |h| {
             // SAFETY: the pointer gives up the strong count it held.
             unsafe { Arc::decrement_strong_count(whole::<T, H>(h.cast()).as_ptr()) }
+        },
+        downgrade: |h| {
+            // SAFETY: `h` comes from a live `HeaderPtr` of a `T`, so its
+            // value pointer is a live `Arc`'s, borrowed here; the weak
+            // count added is the new `WeakHeaderPtr`'s.
+            let arc = ManuallyDrop::new(unsafe { Arc::from_raw(whole::<T, H>(h.cast()).as_ptr()) });
+            std::mem::forget(Arc::downgrade(&arc));
+        },
+        upgrade: |h| {
+            // SAFETY: `h` comes from a live `WeakHeaderPtr` of a `T`, whose
+            // weak count it holds (borrowed here); a strong count taken is
+            // the new `HeaderPtr`'s.
+            let weak =
+                ManuallyDrop::new(unsafe { Weak::from_raw(whole::<T, H>(h.cast()).as_ptr()) });
+            weak.upgrade().map(Arc::into_raw).is_some()
+        },
+        drop_weak: |h| {
+            // SAFETY: the pointer gives up the weak count it held.
+            drop(unsafe { Weak::from_raw(whole::<T, H>(h.cast()).as_ptr()) })
         },
     };
 }
@@ -111,6 +135,63 @@ impl<H: Header> HeaderPtr<H> {
     #[inline]
     pub(crate) fn as_ptr(&self) -> NonNull<H> {
         self.0
+    }
+
+    /// A new strong reference to the value whose header `header` points
+    /// at.
+    ///
+    /// # Safety
+    ///
+    /// `header` points at the header of a live value, with the provenance
+    /// of its whole allocation (it comes from a `HeaderPtr`, or from an
+    /// `Arc` of the value, not from a reference).
+    pub(crate) unsafe fn of_header(header: NonNull<H>) -> HeaderPtr<H> {
+        // SAFETY: the value is live (the caller's contract), so its header
+        // and counts are; the new pointer owns the count added.
+        unsafe { (header.as_ref().counts().clone)(header.cast()) };
+        HeaderPtr(header)
+    }
+
+    /// A weak reference to the value: it keeps the allocation, not the
+    /// value.
+    pub(crate) fn downgrade(&self) -> WeakHeaderPtr<H> {
+        let counts = self.header().counts();
+        // SAFETY: the value is live while `self` is; the weak pointer owns
+        // the count added.
+        unsafe { (counts.downgrade)(self.0.cast()) };
+        WeakHeaderPtr {
+            ptr: self.0,
+            counts,
+        }
+    }
+}
+
+/// A weak reference to a value that embeds an `H`: it keeps the
+/// allocation, and a strong reference can be had from it while the value
+/// lives. It keeps the header's counts itself: once the value is dropped,
+/// the header is not read.
+pub(crate) struct WeakHeaderPtr<H: Header> {
+    ptr: NonNull<H>,
+    counts: &'static Counts,
+}
+
+// SAFETY: as for `HeaderPtr`: a `Weak<T>` of a `Send + Sync` `T`.
+unsafe impl<H: Header> Send for WeakHeaderPtr<H> {}
+// SAFETY: as above.
+unsafe impl<H: Header> Sync for WeakHeaderPtr<H> {}
+
+impl<H: Header> WeakHeaderPtr<H> {
+    /// A strong reference, if the value is alive.
+    pub(crate) fn upgrade(&self) -> Option<HeaderPtr<H>> {
+        // SAFETY: `ptr` holds a weak count of the value's allocation.
+        unsafe { (self.counts.upgrade)(self.ptr.cast()) }.then(|| HeaderPtr(self.ptr))
+    }
+}
+
+impl<H: Header> Drop for WeakHeaderPtr<H> {
+    fn drop(&mut self) {
+        // SAFETY: this gives up the pointer's own weak count.
+        unsafe { (self.counts.drop_weak)(self.ptr.cast()) }
     }
 }
 

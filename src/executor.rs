@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::admission::Admission;
-use crate::dump::records::LockBook;
-use crate::embedded::{whole, Counts, CountsOf, Embeds, Header, HeaderPtr};
+use crate::dump::lock::{LockBook, LockKind, LockSeen};
+use crate::embedded::{whole, Counts, CountsOf, Embeds, Header, HeaderPtr, WeakHeaderPtr};
 use crate::error::RejectReason;
 use crate::task::Metadata;
 use crate::task_id::TaskId;
@@ -267,6 +267,25 @@ pub trait Own: Executor {
         None
     }
 
+    /// Whether this handle keeps its executor open, as a user's handle of
+    /// a pool does (and its tasks' home does not). A strand's handles made
+    /// over such a handle then keep the executor open by
+    /// [`hold_open`](Own::hold_open) on the tasks' home, rather than by a
+    /// handle of their own.
+    fn keeps_open(&self) -> bool {
+        false
+    }
+
+    /// Counts one more handle that keeps the executor open, on the home of
+    /// an executor that closes when its last handle goes (a pool, a
+    /// simulation), or that decorates one. Nothing for the others: the
+    /// home alone keeps what they need.
+    fn hold_open(&self) {}
+
+    /// Gives back a count taken by [`hold_open`](Own::hold_open); the last
+    /// handle to go closes the executor.
+    fn let_go(&self) {}
+
     /// Whether a step chained on a task of this executor, before the
     /// task's first poll has ended, may wait in line behind that poll
     /// (ground rule 7 in `future::then`). Only where that changes nothing
@@ -290,7 +309,14 @@ fn uncounted_unless_closed<E: Executor + ?Sized>(ex: &E) -> Result<Admission, Re
 /// A strand's record of who holds it, as [`Own::lock_book`] hands it
 /// out; opaque.
 #[doc(hidden)]
-pub struct StrandBook<'a>(pub(crate) &'a LockBook);
+pub struct StrandBook<'a>(pub(crate) &'a LockBook, pub(crate) LockKind);
+
+impl StrandBook<'_> {
+    /// The lock as a dump sees it now.
+    pub(crate) fn seen(&self) -> LockSeen {
+        self.0.seen(self.1)
+    }
+}
 
 /// What only viaduct can name: the key to [`Executor::own`], its sealed method.
 #[derive(Clone, Copy)]
@@ -339,9 +365,28 @@ pub(crate) fn home_of<E: Executor + Clone>(ex: &E) -> Exec {
     }
 }
 
+/// Whether `ex` keeps its executor open (see [`Own::keeps_open`]).
+pub(crate) fn keeps_open<E: Executor + ?Sized>(ex: &E) -> bool {
+    ex.own(INTERNAL).is_some_and(Own::keeps_open)
+}
+
+/// Counts a handle that keeps `ex` open (see [`Own::hold_open`]).
+pub(crate) fn hold_open(ex: &Exec) {
+    if let Some(own) = ex.own(INTERNAL) {
+        own.hold_open();
+    }
+}
+
+/// Gives back a count taken by [`hold_open`].
+pub(crate) fn let_go(ex: &Exec) {
+    if let Some(own) = ex.own(INTERNAL) {
+        own.let_go();
+    }
+}
+
 /// The lock a task on `ex` waits for before it runs, if `ex` is a strand.
-pub(crate) fn lock_book_of(ex: &Exec) -> Option<&LockBook> {
-    ex.own(INTERNAL).and_then(Own::lock_book).map(|b| b.0)
+pub(crate) fn lock_book_of(ex: &Exec) -> Option<StrandBook<'_>> {
+    ex.own(INTERNAL).and_then(Own::lock_book)
 }
 
 /// See [`Own::lets_steps_wait_in_line`].
@@ -398,6 +443,30 @@ impl Exec {
     /// `executor`, as an `Exec`.
     pub(crate) fn of<T: Executor + Embeds<ExecHeader>>(executor: Arc<T>) -> Exec {
         Exec(HeaderPtr::new(executor))
+    }
+
+    /// A new handle of the executor whose header `header` points at.
+    ///
+    /// # Safety
+    ///
+    /// As for [`HeaderPtr::of_header`]: the executor is alive, and
+    /// `header` has the provenance of its whole allocation (it comes from
+    /// an `Exec` or an `Arc`, see [`Exec::header`]).
+    pub(crate) unsafe fn of_header(header: NonNull<ExecHeader>) -> Exec {
+        // SAFETY: the caller's contract.
+        Exec(unsafe { HeaderPtr::of_header(header) })
+    }
+
+    /// The header this handle points at, with the provenance of the
+    /// executor's whole allocation.
+    #[inline]
+    pub(crate) fn header(&self) -> NonNull<ExecHeader> {
+        self.0.as_ptr()
+    }
+
+    /// A handle that keeps the executor's allocation, not the executor.
+    pub(crate) fn downgrade(&self) -> WeakExec {
+        WeakExec(self.0.downgrade())
     }
 
     /// `executor`, boxed as an `Exec` that is its own tasks' home.
@@ -469,6 +538,16 @@ impl Executor for Exec {
     }
 }
 
+/// A weak [`Exec`]: it keeps the executor's allocation, not the executor.
+pub(crate) struct WeakExec(WeakHeaderPtr<ExecHeader>);
+
+impl WeakExec {
+    /// A handle, if the executor is alive.
+    pub(crate) fn upgrade(&self) -> Option<Exec> {
+        self.0.upgrade().map(Exec)
+    }
+}
+
 // An `Exec` is one word: a strong pointer to a header each of viaduct's
 // executors embeds (see `embedded`), whose vtable finds the executor. An
 // `Arc<dyn Executor>` took two words in every task.
@@ -508,10 +587,40 @@ impl<T: Executor + Embeds<ExecHeader>> VTableOf<T> {
     };
 }
 
+/// An executor whose `schedule` needs the pointer that the `Exec` it is
+/// called through holds (a strand, which may make its runner from it).
+pub(crate) trait ScheduleAt: Executor + Embeds<ExecHeader> {
+    /// Schedules `runnable` on the executor whose header `header` points
+    /// at.
+    ///
+    /// # Safety
+    ///
+    /// `header` comes from a live `Exec` of a `Self`.
+    unsafe fn schedule_at(header: NonNull<ExecHeader>, runnable: Runnable);
+}
+
+struct VTableAt<T>(PhantomData<T>);
+
+impl<T: ScheduleAt> VTableAt<T> {
+    const VTABLE: ExecVTable = ExecVTable {
+        schedule: |h, runnable| {
+            // SAFETY: `h` comes from a live `Exec` of a `T`.
+            unsafe { T::schedule_at(h, runnable) }
+        },
+        ..VTableOf::<T>::VTABLE
+    };
+}
+
 impl ExecHeader {
     /// The header a `T` holds at its offset.
     pub(crate) const fn of<T: Executor + Embeds<ExecHeader>>() -> ExecHeader {
         ExecHeader(&VTableOf::<T>::VTABLE)
+    }
+
+    /// As [`of`](ExecHeader::of), for a `T` that schedules through
+    /// [`ScheduleAt`].
+    pub(crate) const fn scheduling_at<T: ScheduleAt>() -> ExecHeader {
+        ExecHeader(&VTableAt::<T>::VTABLE)
     }
 }
 
@@ -561,6 +670,9 @@ impl<E: Executor> Own for Erased<E> {
     }
     fn lock_book(&self) -> Option<StrandBook<'_>> {
         self.executor.own(INTERNAL).and_then(Own::lock_book)
+    }
+    fn keeps_open(&self) -> bool {
+        keeps_open(&self.executor)
     }
 }
 

@@ -492,6 +492,13 @@ impl Own for Level {
     fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         self.shared.admission(wait)
     }
+    // What keeps a level open is what keeps the executor it decorates open.
+    fn hold_open(&self) {
+        crate::executor::hold_open(&self.shared.inner);
+    }
+    fn let_go(&self) {
+        crate::executor::let_go(&self.shared.inner);
+    }
 }
 
 /// The user-facing handles are their `Level` plus the owner handle.
@@ -518,6 +525,9 @@ macro_rules! via_level {
             }
             fn home(&self) -> Option<Exec> {
                 Some(Exec::of(self.level.clone()))
+            }
+            fn keeps_open(&self) -> bool {
+                crate::executor::keeps_open(&self._owner)
             }
         }
     )*};

@@ -378,6 +378,48 @@ fn a_task_run_by_block_on_inside_a_section_is_not_inside() {
     });
 }
 
+/// A strand's and a `Guarded`'s handles are one word each: they keep a
+/// pool open by the pool's own count of its handles, not by a handle of
+/// their own. Each keeps the pool open alone, through clones and through
+/// an `Exec`, and the last to go closes it, as the last `ThreadPool` would.
+#[test]
+fn strand_handles_keep_their_pool_open_until_the_last_goes() {
+    within("handles keep the pool open", || {
+        let (stopped, stops) = std::sync::mpsc::channel();
+        let stopped = Mutex::new(stopped);
+        let pool = ThreadPool::builder()
+            .threads(1)
+            .on_thread_stop(move || stopped.lock().unwrap().send(()).unwrap())
+            .build()
+            .unwrap();
+        let strand = Strand::new(pool.clone());
+        let guarded = Guarded::new(pool.clone(), 0u32);
+        let through_exec = Guarded::new(viaduct::Exec::new(pool.clone()), 10u32);
+        let over_strand = Guarded::new(strand.clone(), 20u32);
+        drop(pool);
+        let copy = guarded.clone();
+        drop(guarded);
+        assert!(!strand.is_closed());
+        drop(strand);
+        // Queued from outside the pool: they run only if it is open.
+        assert_eq!(block_on(copy.with(|n| *n + 1)).unwrap(), 1);
+        drop(copy);
+        assert_eq!(block_on(through_exec.with(|n| *n + 1)).unwrap(), 11);
+        drop(through_exec);
+        assert_eq!(block_on(over_strand.with(|n| *n + 1)).unwrap(), 21);
+        let last = over_strand.clone();
+        drop(over_strand);
+        assert!(
+            stops.recv_timeout(Duration::from_millis(50)).is_err(),
+            "closed while a handle was left"
+        );
+        drop(last);
+        stops
+            .recv_timeout(support::DEADLINE)
+            .expect("the last handle closes the pool, and its worker stops");
+    });
+}
+
 #[test]
 fn a_panicking_section_is_reported_and_the_strand_goes_on() {
     quiet_test_panics();

@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::panic::Location;
 use std::time::Instant;
 
-use super::records::{self, Books, Holder, LockSeen, WaitRead};
+use super::lock::{Holder, LockSeen};
+use super::records::{self, Books, WaitRead};
 use super::{LockEntry, TaskDump, TaskEntry, TaskKind, TaskState, WaitsOn};
 use crate::task_id::TaskId;
 

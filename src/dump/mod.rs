@@ -85,11 +85,12 @@ use std::time::{Duration, Instant};
 
 mod collect;
 mod graph;
+pub(crate) mod lock;
 pub(crate) mod records;
 
 use crate::task_id::TaskId;
 pub use crate::task_id::TaskKind;
-use records::{Holder, LockKind, LockSeen};
+use lock::{Holder, LockKind, LockSeen};
 
 /// Every live task of a pool, as [`ThreadPool::dump`](crate::ThreadPool::dump)
 /// found them.

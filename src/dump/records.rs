@@ -19,8 +19,8 @@
 //!   when that future is ready or dropped. A sleep notes nothing: its
 //!   timer entry names the waiting task, and dumps read the timers'
 //!   wheels.
-//! - A [`LockBook`] notes which task holds a `Guarded` value or a strand:
-//!   one store when a section or guard starts, one when it ends.
+//! - A strand's [`LockBook`](super::lock::LockBook) notes which task holds
+//!   it: one store when a section or guard starts, one when it ends.
 
 use std::cell::UnsafeCell;
 use std::panic::Location;
@@ -30,6 +30,7 @@ use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
+use super::lock::{LockRef, LockSeen};
 use crate::loom::{fence, lock_std, AtomicPtr, Ordering::*};
 use crate::slab::Slab;
 use crate::task_id::{TaskId, TaskKind};
@@ -89,41 +90,6 @@ impl TaskRecord {
             flags: AtomicU8::new(0),
             rare: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             state: AtomicU8::new(QUEUED),
-        }
-    }
-}
-
-/// The sequence of a seqlock over a few atomic fields, written by one
-/// writer at a time (the loom models below check it): a reader racing a
-/// write reads stale or mixed fields, never torn ones, and the sequence
-/// tells it to retry. Each write bumps it by two, so equal readings of it
-/// mean that nothing was written between them.
-#[derive(Default)]
-struct Sequence(crate::loom::AtomicU64);
-
-impl Sequence {
-    /// Runs `store`, which writes the fields with relaxed stores, as one
-    /// write.
-    #[inline]
-    fn write(&self, store: impl FnOnce()) {
-        let seq = self.0.load(Relaxed);
-        self.0.store(seq.wrapping_add(1), Relaxed);
-        fence(Release);
-        store();
-        self.0.store(seq.wrapping_add(2), Release);
-    }
-
-    /// What `load` (relaxed loads of the fields) reads between two
-    /// writes, with the sequence it was read at.
-    fn read<T>(&self, load: impl Fn() -> T) -> (u64, T) {
-        loop {
-            let seq = self.0.load(Acquire);
-            let fields = load();
-            fence(Acquire);
-            if seq % 2 == 0 && self.0.load(Relaxed) == seq {
-                return (seq, fields);
-            }
-            crate::loom::spin_loop();
         }
     }
 }
@@ -656,106 +622,6 @@ pub(crate) fn task_ended(record: &TaskRecord) {
     unsafe { record.leave_book() };
 }
 
-/// Which task holds a `Guarded` value or a strand, and how to name it.
-///
-/// Its holder is written only by whoever owns the strand (as it takes it,
-/// and before it gives it up), so one at a time, under a [`Sequence`]: a
-/// dump that reads the same sequence twice knows the holder did not
-/// change in between, not even away and back.
-pub(crate) struct LockBook {
-    seq: Sequence,
-    /// The holder's task id; 0 when free, [`UNKNOWN_HOLDER`] when held by
-    /// code that is not a task (a post, a thread outside any task).
-    holder: crate::loom::AtomicU64,
-    pub(crate) kind: LockKind,
-    pub(crate) location: &'static Location<'static>,
-}
-
-/// What a [`LockBook`] is the book of.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum LockKind {
-    Strand,
-    /// A `Guarded` value, with the name of its type.
-    Guarded(&'static str),
-    /// A key's strand of a `KeyedStrands`.
-    Keyed,
-}
-
-/// A holder that is not a task.
-const UNKNOWN_HOLDER: u64 = u64::MAX;
-
-/// Who holds a lock, as a dump reads it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Holder {
-    Free,
-    Task(TaskId),
-    NotATask,
-}
-
-impl LockBook {
-    pub(crate) fn new(kind: LockKind, location: &'static Location<'static>) -> LockBook {
-        LockBook {
-            seq: Sequence::default(),
-            holder: crate::loom::AtomicU64::new(0),
-            kind,
-            location,
-        }
-    }
-
-    /// The lock is now held by `task`. Called by the strand's new owner.
-    #[inline]
-    pub(crate) fn held_by(&self, task: Option<TaskId>) {
-        let word = task.map_or(UNKNOWN_HOLDER, TaskId::as_u64);
-        self.seq.write(|| self.holder.store(word, Relaxed));
-    }
-
-    /// Called by the strand's owner before it gives the strand up.
-    #[inline]
-    pub(crate) fn released(&self) {
-        self.seq.write(|| self.holder.store(0, Relaxed));
-    }
-
-    /// Who holds the lock, and the sequence of the write that said so.
-    pub(crate) fn reading(&self) -> (u64, Holder) {
-        let (seq, word) = self.seq.read(|| self.holder.load(Relaxed));
-        let holder = match word {
-            0 => Holder::Free,
-            UNKNOWN_HOLDER => Holder::NotATask,
-            id => Holder::Task(TaskId::from_u64(id).expect("not 0")),
-        };
-        (seq, holder)
-    }
-
-    /// The lock as a dump sees it now, copied out: a dump keeps nothing
-    /// of the lock alive.
-    pub(crate) fn seen(&self) -> LockSeen {
-        let (seq, holder) = self.reading();
-        LockSeen {
-            addr: self as *const LockBook as usize,
-            kind: self.kind,
-            location: self.location,
-            seq,
-            holder,
-        }
-    }
-}
-
-/// A lock as one reading of a dump saw it: copied out while the wait that
-/// names it was still noted, so a dump keeps nothing of the lock alive.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct LockSeen {
-    /// The book's address: the lock's identity while it lives. A lock
-    /// freed between two readings and another made at its address is not
-    /// mistaken for it where it matters: the waits on the first went with
-    /// it, so no wait on it is seen in both.
-    pub(crate) addr: usize,
-    pub(crate) kind: LockKind,
-    pub(crate) location: &'static Location<'static>,
-    /// The sequence of the book's last write.
-    pub(crate) seq: u64,
-    pub(crate) holder: Holder,
-}
-
 /// The task a noted wait waits for, as a dump reads it: `read` called
 /// with `task` (a task's metadata or a queued section's completion,
 /// erased), which is alive while the wait is in its list (the handle that
@@ -809,12 +675,11 @@ impl ScopeBook {
 }
 
 /// What a task waits on, as one of viaduct's futures notes it.
-#[derive(Clone)]
 pub(crate) enum WaitOn {
-    /// A `Guarded` lock or a strand. The wait holds its book: a lock
-    /// future that is forgotten leaves its wait noted, and its `Guarded`
-    /// may go.
-    Lock(Arc<LockBook>),
+    /// A `Guarded` lock or a strand. The wait holds the strand: a lock
+    /// future that is forgotten leaves its wait noted, and the `Guarded`
+    /// it borrowed may go.
+    Lock(LockRef),
     /// Another task's handle (or a queued section's). `task` is read only
     /// while the wait is held in its list (under the list's lock, or being
     /// read in its first slot): the handle that noted the wait takes it
@@ -1214,6 +1079,7 @@ impl Drop for Noted {
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
+    use crate::dump::lock::{Holder, LockBook, LockKind};
     use crate::loom::Arc;
     use loom::thread;
 
@@ -1264,40 +1130,6 @@ mod loom_model {
         });
     }
 
-    /// A dump's readings of a lock's holder racing an owner that takes the
-    /// lock, lets it go, and takes it again as the same task: a reading's
-    /// sequence names the write it read (free after an even number of
-    /// writes, held after an odd one), so two readings with one sequence
-    /// read one write, and a holder that went away and came back is never
-    /// taken for one that stayed.
-    #[test]
-    fn lock_readings_name_the_write_they_read() {
-        let location = here();
-        loom::model(move || {
-            let book = Arc::new(LockBook::new(LockKind::Strand, location));
-            let task = TaskId::from_u64(7);
-            let owner = {
-                let book = book.clone();
-                thread::spawn(move || {
-                    book.held_by(task);
-                    book.released();
-                    book.held_by(task);
-                })
-            };
-            let expected = |seq: u64| match (seq / 2) % 2 {
-                1 => Holder::Task(task.unwrap()),
-                _ => Holder::Free,
-            };
-            let (first, held_first) = book.reading();
-            let (second, held_second) = book.reading();
-            assert!(first % 2 == 0 && second >= first);
-            assert_eq!(held_first, expected(first));
-            assert_eq!(held_second, expected(second));
-            owner.join().unwrap();
-            assert_eq!(book.reading(), (6, Holder::Task(task.unwrap())));
-        });
-    }
-
     /// A dump reads a task's waits while the future that noted the first
     /// one takes it out and then lets go of the lock it named (here: marks
     /// its book held by "nobody could", which a reading after the taking
@@ -1310,10 +1142,12 @@ mod loom_model {
         let location = here();
         loom::model(move || {
             let list = Arc::new(WaitList::default());
-            let gone = std::sync::Arc::new(LockBook::new(LockKind::Strand, location));
-            let other = std::sync::Arc::new(LockBook::new(LockKind::Keyed, location));
-            let (to_gone, to_other) = (gone.clone(), other.clone());
-            assert!(list.enter(WaitKey::of(&*gone), WaitOn::Lock(to_gone.clone())));
+            let gone = std::sync::Arc::new(LockBook::new(location, false));
+            let other = std::sync::Arc::new(LockBook::new(location, true));
+            let lock_ref = |book: &std::sync::Arc<LockBook>| {
+                LockRef::new(book.clone(), |b| b, || LockKind::Strand)
+            };
+            assert!(list.enter(WaitKey::of(&*gone), WaitOn::Lock(lock_ref(&gone))));
             let dump = {
                 let list = list.clone();
                 let gone = std::sync::Arc::as_ptr(&gone) as usize;
@@ -1333,9 +1167,9 @@ mod loom_model {
                 })
             };
             list.leave(WaitKey::of(&*gone), true);
-            gone.held_by(None);
-            let first = list.enter(WaitKey::of(&*other), WaitOn::Lock(to_other));
-            let second = list.enter(WaitKey::of(&*gone), WaitOn::Lock(to_gone));
+            assert!(gone.taken(None).is_ok());
+            let first = list.enter(WaitKey::of(&*other), WaitOn::Lock(lock_ref(&other)));
+            let second = list.enter(WaitKey::of(&*gone), WaitOn::Lock(lock_ref(&gone)));
             assert!(first && !second, "the emptied slot takes the next wait");
             list.leave(WaitKey::of(&*other), first);
             list.leave(WaitKey::of(&*gone), second);

@@ -787,6 +787,16 @@ impl Executor for Shared {
 }
 
 impl Own for Shared {
+    fn hold_open(&self) {
+        self.handles.fetch_add(1, Relaxed);
+    }
+
+    fn let_go(&self) {
+        if self.handles.fetch_sub(1, AcqRel) == 1 {
+            self.close();
+        }
+    }
+
     fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         loop {
             match self.count_in(self.max_pending) {
@@ -865,6 +875,10 @@ impl Executor for ThreadPool {
 impl Own for ThreadPool {
     fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         self.shared.admission(wait)
+    }
+
+    fn keeps_open(&self) -> bool {
+        true
     }
 
     fn home(&self) -> Option<Exec> {

@@ -3,24 +3,26 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::busy::Busy;
 use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Ran, Taken};
 use super::{Shared, StrandMetrics};
 use crate::admission::{past_limit, Admission, Sink};
-use crate::dump::records::{self, LockBook};
+use crate::dump::lock::{BookExt, LockBook};
+use crate::dump::records;
 use crate::error::{PanicPayload, RejectReason};
-use crate::executor::{admit, try_admit, Exec, Executor};
+use crate::executor::{admit, hold_open, let_go, try_admit, Exec, ExecHeader, Executor, WeakExec};
 use crate::loom::SetOnce;
 use crate::section::Frame;
 use crate::task::report;
 use crate::task::{
     create_daemon, current_task, current_task_id, task_id, with_current_task, Daemon,
 };
-use crate::task_id::TaskKind;
+use crate::task_id::{TaskId, TaskKind};
 use crate::trace::trace_event;
 
 /// How many items the runner handles in one poll before it wakes itself
@@ -39,19 +41,33 @@ const SPINS: usize = if cfg!(loom) { 0 } else { 10 };
 /// 220 pauses (a few microseconds) before a `with` queues instead.
 const BACKOFF: usize = 5;
 
-/// The strand itself, whatever it guards.
+/// The strand itself, whatever it guards: four words (five with the
+/// header), so that an idle strand costs little; what only a strand that
+/// queues needs is in its [`Ext`], made when it first queues.
 ///
-/// The fields a section run on the spot touches come first, in this order
-/// (`repr(C)`), right after the strand's reference counts: an owner taking
-/// and releasing the strand, cloning a handle and bumping its counter then
-/// works on one or two cache lines (the allocation is not line-aligned),
-/// and a contender moves those, not four scattered ones.
+/// `repr(C)`, the header first: the core's address is the strand's (the
+/// `Shared` around it starts with the core), which an `Exec` of the
+/// strand points at, and the fields a section run on the spot touches
+/// (the queue word, the book) sit right after the `Arc`'s counts, on one
+/// or two cache lines.
 #[repr(C)]
 pub(crate) struct Core {
+    /// What an `Exec` of this strand points to.
+    header: ExecHeader,
     queue: Queue<Item>,
-    /// Written by the owner only (a load and a store), read by anyone.
-    inline: AtomicU64,
+    /// Who holds the strand, for task dumps; the owner writes it.
+    pub(crate) book: LockBook,
     pub(super) inner: Exec,
+}
+
+/// What only a strand that queues needs: made by the first item queued
+/// (before it is pushed, so an owner that finds an item finds this), by a
+/// close, or by the book's first wrap; freed with the strand.
+///
+/// `repr(C)`, the book's part first: the book points at it.
+#[repr(C)]
+struct Ext {
+    book: BookExt,
     closed: AtomicBool,
     /// Set once, by the runner's drop as owner: the strand has no runner
     /// any more (Shutdown step 2).
@@ -63,51 +79,124 @@ pub(crate) struct Core {
     /// strand that is only ever locked, or whose sections all run on the
     /// spot, never makes one. Never changed once made.
     runner: SetOnce<(Waker, Daemon)>,
-    /// The strand itself, weakly, for the runner and for `held`.
-    me: Weak<dyn HasCore>,
     /// Owner only: the strand, held strongly while the runner owns it (from
     /// `start_runner` until it gives the strand up), so that what is queued
     /// keeps the strand alive without a reference per item.
-    held: OwnerCell<Option<Arc<dyn HasCore>>>,
+    held: OwnerCell<Option<Exec>>,
     /// Posted closures outstanding, and the one admission of `inner`
     /// that covers them.
     posts: Busy<Admission>,
     queued: AtomicU64,
     batches: AtomicU64,
-    /// Who holds the strand, for task dumps.
-    pub(crate) book: Arc<LockBook>,
+}
+
+/// A pointer to a strand's core with the provenance of the strand's whole
+/// allocation (from an `Arc` or an `Exec` of it, not from a reference):
+/// what an owner that may start the runner hands in, for the runner to
+/// hold the strand by.
+#[derive(Clone, Copy)]
+pub(crate) struct Whole(NonNull<ExecHeader>);
+
+impl Whole {
+    /// The strand `shared` holds.
+    pub(crate) fn of<D>(shared: &Arc<Shared<D>>) -> Whole {
+        // `Shared` and `Core` are `repr(C)`, each starting with the next,
+        // and the header comes first.
+        Whole(
+            NonNull::new(Arc::as_ptr(shared).cast_mut())
+                .expect("an `Arc` is not null")
+                .cast(),
+        )
+    }
+
+    /// The strand an `Exec` of it points at.
+    ///
+    /// # Safety
+    ///
+    /// `header` comes from a live `Exec` of a strand.
+    pub(crate) unsafe fn at(header: NonNull<ExecHeader>) -> Whole {
+        Whole(header)
+    }
+
+    /// The core.
+    ///
+    /// # Safety
+    ///
+    /// The strand is alive for `'a`.
+    pub(crate) unsafe fn core<'a>(self) -> &'a Core {
+        // SAFETY: the header is the core's first field (`repr(C)`), and the
+        // caller keeps the strand alive.
+        unsafe { self.0.cast::<Core>().as_ref() }
+    }
 }
 
 impl Core {
-    /// A strand over `inner`, for the shared state `me` will point at.
-    pub(super) fn new<D: Send + Sync + 'static>(
-        me: &Weak<Shared<D>>,
-        inner: Exec,
-        book: LockBook,
-    ) -> Core {
+    /// A strand over `inner`, for the shared state whose `Exec` vtable
+    /// `header` is.
+    pub(super) fn new(header: ExecHeader, inner: Exec, book: LockBook) -> Core {
         Core {
+            header,
             queue: Queue::new(),
-            batch: OwnerCell::new(List::default()),
-            runner: SetOnce::new(),
-            me: me.clone(),
-            held: OwnerCell::new(None),
+            book,
             inner,
-            closed: AtomicBool::new(false),
-            dead: AtomicBool::new(false),
-            posts: Busy::new(),
-            queued: AtomicU64::new(0),
-            batches: AtomicU64::new(0),
-            inline: AtomicU64::new(0),
-            book: Arc::new(book),
         }
     }
 
+    /// The extension, made if need be.
     #[inline]
-    pub(super) fn submit(&self, item: Item) {
+    fn ext(&self) -> &Ext {
+        match self.book.ext() {
+            // SAFETY: an installed extension is an `Ext` (see `make_ext`),
+            // freed only with the strand.
+            Some(ext) => unsafe { ext.cast::<Ext>().as_ref() },
+            None => self.make_ext(),
+        }
+    }
+
+    /// The extension, if it was made.
+    #[inline]
+    fn ext_if_made(&self) -> Option<&Ext> {
+        // SAFETY: as in `ext`.
+        self.book
+            .ext()
+            .map(|ext| unsafe { ext.cast::<Ext>().as_ref() })
+    }
+
+    #[cold]
+    fn make_ext(&self) -> &Ext {
+        let ext = NonNull::from(Box::leak(Box::new(Ext {
+            book: self.book.new_ext(),
+            closed: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            batch: OwnerCell::new(List::default()),
+            runner: SetOnce::new(),
+            held: OwnerCell::new(None),
+            posts: Busy::new(),
+            queued: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+        })));
+        match self.book.install(ext.cast()) {
+            // SAFETY: installed, the extension lives as long as the strand.
+            Ok(()) => unsafe { ext.as_ref() },
+            Err(installed) => {
+                // SAFETY: ours was not installed, so nothing else has it.
+                drop(unsafe { Box::from_raw(ext.as_ptr()) });
+                // SAFETY: as in `ext`.
+                unsafe { installed.cast::<Ext>().as_ref() }
+            }
+        }
+    }
+
+    /// Queues `item`; `me` is this strand, for the runner, should the
+    /// push make the caller the owner.
+    #[inline]
+    pub(super) fn submit(&self, me: Whole, item: Item) {
+        // Made before the push: an owner that finds an item finds it.
+        self.ext();
         match self.queue.push(item) {
             Pushed::Queued => {}
             // SAFETY: the push made this thread the owner.
-            Pushed::Owned => unsafe { self.start_runner() },
+            Pushed::Owned => unsafe { self.start_runner(me) },
         }
     }
 
@@ -115,45 +204,57 @@ impl Core {
     ///
     /// # Safety
     ///
-    /// The caller owns the strand, and gives ownership up by this call.
-    unsafe fn start_runner(&self) {
+    /// The caller owns the strand, gives ownership up by this call, and
+    /// `me` is this strand.
+    unsafe fn start_runner(&self, me: Whole) {
+        let ext = self.ext();
         // Acquire: the owner that marked the strand dead released it since.
-        if self.dead.load(Acquire) {
+        if ext.dead.load(Acquire) {
             // SAFETY: the caller owns the strand.
             return unsafe { self.drain_dead() };
         }
+        // SAFETY: `me` is this strand (the caller's contract), alive: the
+        // caller reached it through a strong reference (a handle, a task
+        // of the strand, a guard, the runner's poll).
+        let me = unsafe { Exec::of_header(me.0) };
+        // The runner holds the strand weakly: the strand holds its waker.
+        let first = ext
+            .runner
+            .with(|runner| runner.is_none())
+            .then(|| me.downgrade());
+        // Held before the runner is woken: once polled, it may give the
+        // strand up, and what it holds with it.
         // SAFETY: the caller owns the strand, and is not the runner (which
-        // keeps the strand by waking itself), so nothing is held yet. The
-        // upgrade succeeds: the caller reached the strand through a strong
-        // reference (a handle, a task of the strand, a guard).
+        // keeps the strand by waking itself), so nothing is held yet.
         unsafe {
-            self.held.with_mut(|held| {
+            ext.held.with_mut(|held| {
                 debug_assert!(held.is_none(), "only the runner holds the strand");
-                *held = self.me.upgrade();
+                *held = Some(me);
             })
         };
-        let started = self
-            .runner
-            .with(|runner| runner.map(|(waker, _)| waker.wake_by_ref()).is_some());
-        if !started {
-            // The first start. The runner holds the strand weakly: the
-            // strand holds its waker. Only an owner gets here, one at a
-            // time, so the runner is made once.
-            let runner = Runner {
-                shared: self.me.clone(),
-            };
-            let (runnable, daemon) = create_daemon(
-                self.inner.clone(),
-                runner,
-                TaskKind::StrandRunner,
-                self.book.location,
-            );
-            // A second runner would be dropped here, and dropping its
-            // daemon handle would cancel it while scheduled: the strand
-            // would die. The ownership rules make it unreachable.
-            let made = self.runner.init(|| (runnable.waker(), daemon));
-            debug_assert!(made, "only an owner starts the runner, one at a time");
-            runnable.schedule();
+        match first {
+            None => ext.runner.with(|runner| {
+                if let Some((waker, _)) = runner {
+                    waker.wake_by_ref();
+                }
+            }),
+            Some(strand) => {
+                // The first start. Only an owner gets here, one at a time,
+                // so the runner is made once.
+                let (runnable, daemon) = create_daemon(
+                    self.inner.clone(),
+                    Runner { strand },
+                    TaskKind::StrandRunner,
+                    self.book.location(),
+                );
+                // A second runner would be dropped here, and dropping its
+                // daemon handle would cancel it while scheduled: the
+                // strand would die. The ownership rules make it
+                // unreachable.
+                let made = ext.runner.init(|| (runnable.waker(), daemon));
+                debug_assert!(made, "only an owner starts the runner, one at a time");
+                runnable.schedule();
+            }
         }
     }
 
@@ -171,8 +272,9 @@ impl Core {
     /// The caller owns the strand.
     unsafe fn next(&self, posts: &mut usize) -> Option<Item> {
         loop {
+            let ext = self.ext_if_made();
             // SAFETY: the caller owns the strand.
-            let item = match unsafe { self.batch.with_mut(List::pop_front) } {
+            let item = match ext.and_then(|ext| unsafe { ext.batch.with_mut(List::pop_front) }) {
                 Some(item) => item,
                 None => {
                     // Taken out while still the owner: a release gives up
@@ -180,24 +282,32 @@ impl Core {
                     // our feet: every caller holds a strong reference of
                     // its own (the runner's poll and drop upgrade theirs;
                     // a guard or an on-the-spot section has its handle).
-                    self.posts.leave(std::mem::take(posts));
-                    // SAFETY: the caller owns the strand.
-                    let held = unsafe { self.held.with_mut(Option::take) };
+                    // Without the extension, nothing was queued: no post,
+                    // nothing held.
+                    // Whatever the runner ran last lets go (see `run`).
+                    self.book.released();
+                    let held = ext.and_then(|ext| {
+                        ext.posts.leave(std::mem::take(posts));
+                        // SAFETY: the caller owns the strand.
+                        unsafe { ext.held.with_mut(Option::take) }
+                    });
                     match self.queue.take() {
                         Taken::Released => {
                             drop(held);
                             return None;
                         }
                         Taken::Batch(list, n) => {
+                            // Made before its items were pushed.
+                            let ext = self.ext();
                             // SAFETY: still the owner (the take returned a
                             // batch).
-                            unsafe { self.held.with_mut(|h| *h = held) };
-                            bump(&self.batches, 1);
-                            bump(&self.queued, n as u64);
+                            unsafe { ext.held.with_mut(|h| *h = held) };
+                            bump(&ext.batches, 1);
+                            bump(&ext.queued, n as u64);
                             trace_event!(batch = n, "strand batch");
                             // SAFETY: the caller owns the strand (the take
                             // returned a batch, so it still does).
-                            unsafe { self.batch.with_mut(|b| *b = list) };
+                            unsafe { ext.batch.with_mut(|b| *b = list) };
                             continue;
                         }
                     }
@@ -205,19 +315,21 @@ impl Core {
             };
             match item {
                 Item::Node(node) if node.grants() => {
+                    let ext = self.ext();
                     // A granted request owns the strand (it is parked); its
                     // lock future or guard borrows the `Guarded`, which
                     // keeps the strand alive meanwhile.
-                    self.posts.leave(std::mem::take(posts));
+                    ext.posts.leave(std::mem::take(posts));
+                    self.book.released();
                     // SAFETY: the caller owns the strand until the grant.
-                    let held = unsafe { self.held.with_mut(Option::take) };
+                    let held = unsafe { ext.held.with_mut(Option::take) };
                     if let Ran::Granted = node.run(&|| None) {
                         drop(held);
                         return None;
                     }
                     // SAFETY: not granted (the request was given up), so
                     // the caller still owns the strand.
-                    unsafe { self.held.with_mut(|h| *h = held) };
+                    unsafe { ext.held.with_mut(|h| *h = held) };
                 }
                 item => return Some(item),
             }
@@ -231,14 +343,15 @@ impl Core {
     ///
     /// # Safety
     ///
-    /// The caller owns the strand, and gives ownership up by this call.
-    pub(crate) unsafe fn hand_on(&self) {
+    /// The caller owns the strand, gives ownership up by this call, and
+    /// `me` is this strand.
+    pub(crate) unsafe fn hand_on(&self, me: Whole) {
         // SAFETY: the caller owns the strand; `next` returning an item means
         // it still does, until `start_runner`.
         unsafe {
             if let Some(item) = self.next(&mut 0) {
-                self.batch.with_mut(|b| b.push_front(item));
-                self.start_runner();
+                self.ext().batch.with_mut(|b| b.push_front(item));
+                self.start_runner(me);
             }
         }
     }
@@ -257,14 +370,14 @@ impl Core {
     /// # Safety
     ///
     /// The caller took the strand with `acquire_briefly`, still owns it,
-    /// and gives ownership up by this call.
+    /// and gives ownership up by this call; `me` is this strand.
     #[inline]
-    pub(crate) unsafe fn release_quick(&self) {
+    pub(crate) unsafe fn release_quick(&self, me: Whole) {
         // An owner that took an idle strand has no batch: a strand is idle
         // only once its batch is empty.
         if !self.queue.release_if_empty() {
             // SAFETY: the caller owns the strand.
-            unsafe { self.hand_on() }
+            unsafe { self.hand_on(me) }
         }
     }
 
@@ -272,6 +385,8 @@ impl Core {
     fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
         let frame = Frame::new(self.id(), std::ptr::null(), current_task_id());
         let _entered = frame.enter();
+        // Made before the first item was pushed, and the runner with it.
+        let ext = self.ext();
         let mut posts = 0;
         // The runner's own id, looked up at its first queued section.
         let mut runner = None;
@@ -281,7 +396,7 @@ impl Core {
             match unsafe { self.next(&mut posts) } {
                 Some(Item::Task(runnable)) => {
                     frame.set_task(task_id(runnable.metadata()));
-                    self.book.held_by(Some(runnable.metadata().id()));
+                    self.book.held_by(Some(runnable.metadata().id()), &ext.book);
                     runnable.run();
                     self.book.released();
                 }
@@ -295,13 +410,15 @@ impl Core {
                     frame.set_task(frame.outer());
                     posts += 1;
                     let about = call.about();
-                    self.book
-                        .held_by(about.and_then(|_| *runner.get_or_insert_with(current_task)));
+                    let holder = about.and_then(|_| *runner.get_or_insert_with(current_task));
+                    self.book.held_by(holder, &ext.book);
                     let running =
                         about.and_then(|(id, location)| records::enter_section(id, location));
                     let ran = call.run(&|| self.sink());
                     drop(running);
-                    self.book.released();
+                    // Still held, by the runner, until an item needs
+                    // another holder or the strand is given up (`next`):
+                    // posts back to back write the book once.
                     match ran {
                         Ran::Done => {}
                         Ran::Panicked(payload) => self.report_post_panic(payload),
@@ -312,7 +429,8 @@ impl Core {
                 None => return Poll::Pending,
             }
         }
-        self.posts.leave(posts);
+        ext.posts.leave(posts);
+        self.book.released();
         // Still the owner: run again after the executor's other work.
         cx.waker().wake_by_ref();
         Poll::Pending
@@ -326,14 +444,16 @@ impl Core {
         if self.is_closed() {
             return Err(RejectReason::Closed);
         }
-        self.posts.enter(|| self.admit())
+        self.ext().posts.enter(|| self.admit())
     }
 
     /// Where a panic of queued work goes that nobody reads (a post's, a
     /// detached section's): where a detached task's would (a pool's
     /// `on_unobserved_panic`), through the admission that covers it.
     fn sink(&self) -> Option<Sink> {
-        self.posts.with_held(|a| a.and_then(Admission::sink))
+        self.ext_if_made()?
+            .posts
+            .with_held(|a| a.and_then(Admission::sink))
     }
 
     /// A posted closure has no handle to report a panic to: it goes to the
@@ -349,7 +469,7 @@ impl Core {
     /// The caller owns the strand: the runner, being dropped.
     unsafe fn kill(&self) {
         trace_event!("strand dead: its runner was dropped");
-        self.dead.store(true, Release);
+        self.ext().dead.store(true, Release);
         // SAFETY: the caller owns the strand.
         unsafe { self.drain_dead() };
     }
@@ -383,23 +503,25 @@ impl Core {
     /// `true` once the strand's executor threw its runner away.
     #[inline]
     pub(crate) fn is_dead(&self) -> bool {
-        self.dead.load(Acquire)
+        self.ext_if_made().is_some_and(|ext| ext.dead.load(Acquire))
     }
 
     pub(super) fn close(&self) {
-        self.closed.store(true, SeqCst);
+        self.ext().closed.store(true, SeqCst);
     }
 
     /// `true` if the strand takes no new work: closed itself, dead, or
     /// over a closed executor.
     #[inline]
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(SeqCst) || self.is_dead() || self.inner.is_closed()
+        self.refused() || self.inner.is_closed()
     }
 
+    /// Closed itself, or dead.
     #[inline]
     fn refused(&self) -> bool {
-        self.closed.load(SeqCst) || self.is_dead()
+        self.ext_if_made()
+            .is_some_and(|ext| ext.closed.load(SeqCst) || ext.dead.load(Acquire))
     }
 
     pub(super) fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
@@ -424,8 +546,8 @@ impl Core {
     /// Takes the strand over if it is free, or becomes free within a short
     /// spin while another thread runs a section on the spot with nothing
     /// queued behind it; never queues. `quick` says the caller will run a
-    /// section on the spot itself (so others may spin on it). Counts a
-    /// section that did not queue.
+    /// section on the spot itself (so others may spin on it). The caller
+    /// then notes itself with [`took`](Core::took).
     #[inline]
     pub(crate) fn acquire_briefly(&self, quick: bool) -> bool {
         let mut spins = 0;
@@ -433,7 +555,6 @@ impl Core {
             match self.queue.peek() {
                 Peek::Idle => {
                     if self.queue.try_acquire(quick) {
-                        bump(&self.inline, 1);
                         return true;
                     }
                 }
@@ -467,15 +588,46 @@ impl Core {
     }
 
     /// Takes the strand over if it is idle with nothing queued: FIFO order
-    /// is kept, since nobody is waiting. Counts a section that did not
-    /// queue.
+    /// is kept, since nobody is waiting. The caller then notes itself with
+    /// [`took`](Core::took).
     #[inline]
     pub(crate) fn try_acquire(&self) -> bool {
-        let acquired = self.queue.try_acquire(false);
-        if acquired {
-            bump(&self.inline, 1);
+        self.queue.try_acquire(false)
+    }
+
+    /// Counts a user's handle of the strand: it keeps the strand's
+    /// executor open if the handle the strand was made over did (a pool's
+    /// handle does, its tasks' home does not), by the count the executor
+    /// keeps of its handles, so that a strand's handle is one word.
+    #[inline]
+    pub(crate) fn hold_open(&self) {
+        if self.book.holds_open() {
+            hold_open(&self.inner);
         }
-        acquired
+    }
+
+    /// Gives back a count taken by [`hold_open`](Core::hold_open).
+    #[inline]
+    pub(crate) fn let_go(&self) {
+        if self.book.holds_open() {
+            let_go(&self.inner);
+        }
+    }
+
+    /// Notes `holder` as the owner that just took the strand on the spot
+    /// (with `acquire_briefly` or `try_acquire`), which counts it as a
+    /// section that did not queue. Called by that owner.
+    #[inline]
+    pub(crate) fn took(&self, holder: Option<TaskId>) {
+        if self.book.taken(holder).is_err() {
+            self.book.taken_wrapping(holder, &self.ext().book);
+        }
+    }
+
+    /// Notes `holder` as the owner a lock request granted from the queue
+    /// made. Called by that owner.
+    pub(crate) fn granted_to(&self, holder: Option<TaskId>) {
+        self.book.held_by(holder, &self.ext().book);
     }
 
     /// `true` if the caller is a task of the strand's executor, running on
@@ -485,16 +637,33 @@ impl Core {
         with_current_task(|t| t.is_some_and(|t| t.with_executor(|ex| ex.same_as(&self.inner))))
     }
 
+    /// Queues `item` without starting the runner: a lock request, which
+    /// the caller passes the strand on to if the push made it the owner.
     #[inline]
     pub(crate) fn push(&self, item: Item) -> Pushed {
+        // Made before the push: an owner that finds an item finds it.
+        self.ext();
         self.queue.push(item)
     }
 
     pub(crate) fn metrics(&self) -> StrandMetrics {
+        let (queued, batches) = self.ext_if_made().map_or((0, 0), |ext| {
+            (ext.queued.load(Relaxed), ext.batches.load(Relaxed))
+        });
         StrandMetrics {
-            queued: self.queued.load(Relaxed),
-            batches: self.batches.load(Relaxed),
-            inline: self.inline.load(Relaxed),
+            queued,
+            batches,
+            inline: self.book.taken_count(),
+        }
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        if let Some(ext) = self.book.ext() {
+            // SAFETY: an installed extension is a leaked `Box<Ext>` (see
+            // `make_ext`), and the strand, which owned it, is going.
+            drop(unsafe { Box::from_raw(ext.cast::<Ext>().as_ptr()) });
         }
     }
 }
@@ -504,28 +673,18 @@ fn bump(counter: &AtomicU64, n: u64) {
     counter.store(counter.load(Relaxed) + n, Relaxed);
 }
 
-/// What the runner reaches the strand by, whatever it guards.
-pub(crate) trait HasCore: Send + Sync + 'static {
-    fn core(&self) -> &Core;
-}
-
-impl<D: Send + Sync + 'static> HasCore for Shared<D> {
-    fn core(&self) -> &Core {
-        &self.core
-    }
-}
-
 /// The runner task's future.
 struct Runner {
-    shared: Weak<dyn HasCore>,
+    strand: WeakExec,
 }
 
 impl Future for Runner {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        match self.shared.upgrade() {
-            Some(shared) => shared.core().run(cx),
+        match self.strand.upgrade() {
+            // SAFETY: the `Exec` is the strand's, and keeps it alive.
+            Some(strand) => unsafe { Whole::at(strand.header()).core() }.run(cx),
             // The strand is gone; this is async-task dropping the runner.
             None => Poll::Ready(()),
         }
@@ -534,12 +693,12 @@ impl Future for Runner {
 
 impl Drop for Runner {
     fn drop(&mut self) {
-        if let Some(shared) = self.shared.upgrade() {
+        if let Some(strand) = self.strand.upgrade() {
             // The strand lives on, so this is the executor throwing the
             // runner's runnable away: the runner was scheduled, so it owned
             // the strand (ground rule 4).
-            // SAFETY: as just said.
-            unsafe { shared.core().kill() };
+            // SAFETY: as just said; the `Exec` keeps the strand alive.
+            unsafe { Whole::at(strand.header()).core().kill() };
         }
     }
 }

@@ -47,11 +47,12 @@ use std::task::{ready, Context, Poll, Waker};
 
 use super::node;
 use super::queue::{Header, Item, Node, NodeVTable, Pushed, Ran};
-use super::{Shared, StrandMetrics};
+use super::{Data, Shared, StrandMetrics, Whole};
 use crate::admission::Sink;
-use crate::dump::records::{LockBook, LockKind, Noted, WaitKey, WaitOn};
+use crate::dump::lock::{LockKind, LockRef};
+use crate::dump::records::{Noted, WaitKey, WaitOn};
 use crate::error::{Panic, PanicPayload, TaskError};
-use crate::executor::{Exec, Executor};
+use crate::executor::{keeps_open, Exec, Executor};
 use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
 use crate::task::{current_task, current_task_id, current_task_sink, reporting_panics, JoinHandle};
@@ -98,9 +99,9 @@ use crate::task::{current_task, current_task_id, current_task_sink, reporting_pa
 /// assert_eq!(block_on(counter.with(|n| *n)).unwrap(), 800);
 /// ```
 pub struct Guarded<T> {
+    /// One word: the strand counts its handles with its executor instead
+    /// of holding a handle of it, as a `Strand` does.
     shared: Arc<Shared<Slot<T>>>,
-    /// Keeps the executor open while the handle lives, as for a strand.
-    _owner: Exec,
 }
 
 /// The guarded value.
@@ -112,6 +113,12 @@ pub(crate) struct Slot<T>(UnsafeCell<T>);
 // ground rules); so it is used by one thread at a time, which `T: Send`
 // allows.
 unsafe impl<T: Send> Sync for Slot<T> {}
+
+impl<T: Send + 'static> Data for Slot<T> {
+    fn kind() -> LockKind {
+        LockKind::Guarded(std::any::type_name::<T>())
+    }
+}
 
 /// A pointer to the guarded value, carried by a `with` section.
 struct SlotPtr<T>(*mut T);
@@ -147,15 +154,14 @@ impl<T: Send + 'static> Guarded<T> {
     /// ```
     #[track_caller]
     pub fn new<E: Executor + Clone>(executor: E, value: T) -> Self {
-        let kind = LockKind::Guarded(std::any::type_name::<T>());
-        Guarded {
-            shared: Shared::new(
-                crate::executor::home_of(&executor),
-                Slot(UnsafeCell::new(value)),
-                LockBook::new(kind, std::panic::Location::caller()),
-            ),
-            _owner: Exec::new(executor),
-        }
+        let shared = Shared::new(
+            crate::executor::home_of(&executor),
+            Slot(UnsafeCell::new(value)),
+            std::panic::Location::caller(),
+            keeps_open(&executor),
+        );
+        shared.core.hold_open();
+        Guarded { shared }
     }
 
     /// Runs `f` on the value, as a section of the strand, after every
@@ -219,13 +225,13 @@ impl<T: Send + 'static> Guarded<T> {
             let me = current_task_id();
             let frame = Frame::new(core.id(), me, me);
             let entered = frame.enter();
-            core.book.held_by(current_task());
+            core.took(current_task());
             let result = catch_unwind(AssertUnwindSafe(|| f(value)));
             core.book.released();
             drop(entered);
             // SAFETY: this thread took the strand with `acquire_briefly`
             // and gives it up.
-            unsafe { core.release_quick() };
+            unsafe { core.release_quick(Whole::of(&self.shared)) };
             let exec = Exec::of(self.shared.clone());
             return match result {
                 Ok(v) => JoinHandle::ready(v, exec),
@@ -253,9 +259,14 @@ impl<T: Send + 'static> Guarded<T> {
             // value, alive.
             f(unsafe { slot.get() })
         };
-        let (item, done) = node::section(section, std::panic::Location::caller(), &core.book);
+        let (item, done) = node::section(
+            section,
+            std::panic::Location::caller(),
+            &core.book,
+            Slot::<T>::kind,
+        );
         let handle = JoinHandle::section(done, exec);
-        core.submit(item);
+        core.submit(Whole::of(&self.shared), item);
         handle
     }
 
@@ -351,7 +362,7 @@ impl<T: Send + 'static> Guarded<T> {
     pub fn try_lock(&self) -> Option<Guard<'_, T>> {
         let core = &self.shared.core;
         core.try_acquire().then(|| {
-            core.book.held_by(current_task());
+            core.took(current_task());
             Guard {
                 guarded: self,
                 _value: PhantomData,
@@ -398,6 +409,9 @@ impl<T: Send + 'static> Guarded<T> {
     fn request(&self) -> LockState {
         let core = &self.shared.core;
         if core.acquire_briefly(false) {
+            // Not yet by whom: the task that polls the request holds the
+            // strand (see `poll_owned`), and that may be another.
+            core.took(None);
             return LockState::Held;
         }
         let waiter = Waiter::reuse_or_new();
@@ -407,7 +421,7 @@ impl<T: Send + 'static> Guarded<T> {
                 // The strand went idle in between: the request is the
                 // only item, and passing the strand on grants it.
                 // SAFETY: the push made this thread the owner.
-                unsafe { core.hand_on() };
+                unsafe { core.hand_on(Whole::of(&self.shared)) };
                 LockState::Waiting(waiter)
             }
         }
@@ -431,10 +445,16 @@ impl<T: Send + 'static> Guarded<T> {
 
 impl<T> Clone for Guarded<T> {
     fn clone(&self) -> Self {
+        self.shared.core.hold_open();
         Guarded {
             shared: self.shared.clone(),
-            _owner: self._owner.clone(),
         }
+    }
+}
+
+impl<T> Drop for Guarded<T> {
+    fn drop(&mut self) {
+        self.shared.core.let_go();
     }
 }
 
@@ -505,20 +525,27 @@ impl LockState {
                     *self = LockState::Unrequested;
                     return Poll::Pending;
                 }
+                core.book.moved_to(current_task());
             }
             LockState::Unrequested => unreachable!("requested just above"),
             LockState::Waiting(waiter) => {
                 if waiter.poll_granted(cx).is_pending() {
                     section::check_not_blocking_on("the lock", || (core.id(), current_task_id()));
-                    let key = WaitKey::of(&*core.book);
-                    crate::task::note_wait(noted, key, || WaitOn::Lock(core.book.clone()));
+                    let key = WaitKey::of(&core.book);
+                    crate::task::note_wait(noted, key, || {
+                        WaitOn::Lock(LockRef::new(
+                            guarded.shared.clone(),
+                            |shared| &shared.core.book,
+                            Slot::<T>::kind,
+                        ))
+                    });
                     return Poll::Pending;
                 }
+                noted.done(WaitKey::of(&core.book));
+                core.granted_to(current_task());
             }
             LockState::Done => panic!("a lock request polled after it returned its guard"),
         }
-        noted.done(WaitKey::of(&*core.book));
-        core.book.held_by(current_task());
         crate::coop::spend();
         Poll::Ready(match std::mem::replace(self, LockState::Done) {
             LockState::Waiting(waiter) => Some(waiter),
@@ -536,9 +563,11 @@ impl LockState {
             LockState::Unrequested | LockState::Done => false,
         };
         if owns {
+            let core = &guarded.shared.core;
+            core.book.released();
             // SAFETY: the request was granted (or found the strand idle)
             // and no guard took over: the request owns the strand.
-            unsafe { guarded.shared.core.hand_on() };
+            unsafe { core.hand_on(Whole::of(&guarded.shared)) };
         }
         // Only now: dropping the request may drop a user's waker, which
         // may panic, and the strand must be passed on first.
@@ -563,8 +592,7 @@ impl<'a, T: Send + 'static> Future for Lock<'a, T> {
 
 impl<T> Drop for Lock<'_, T> {
     fn drop(&mut self) {
-        self.noted
-            .done(WaitKey::of(&*self.guarded.shared.core.book));
+        self.noted.done(WaitKey::of(&self.guarded.shared.core.book));
         self.state.give_up(self.guarded);
     }
 }
@@ -607,8 +635,7 @@ impl<T: Send + 'static> Future for LockOwned<T> {
 
 impl<T> Drop for LockOwned<T> {
     fn drop(&mut self) {
-        self.noted
-            .done(WaitKey::of(&*self.guarded.shared.core.book));
+        self.noted.done(WaitKey::of(&self.guarded.shared.core.book));
         self.state.give_up(&self.guarded);
     }
 }
@@ -662,7 +689,7 @@ impl<T> Drop for OwnedGuard<T> {
         let core = &self.guarded.shared.core;
         core.book.released();
         // SAFETY: the guard owns the strand (see `deref`) and gives it up.
-        unsafe { core.hand_on() };
+        unsafe { core.hand_on(Whole::of(&self.guarded.shared)) };
     }
 }
 
@@ -724,7 +751,7 @@ impl<T> Drop for Guard<'_, T> {
         let core = &self.guarded.shared.core;
         core.book.released();
         // SAFETY: the guard owns the strand (see `deref`) and gives it up.
-        unsafe { core.hand_on() };
+        unsafe { core.hand_on(Whole::of(&self.guarded.shared)) };
     }
 }
 

@@ -16,8 +16,8 @@ use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
-use super::Shared;
-use crate::dump::records::{LockBook, LockKind};
+use super::{Data, Shared};
+use crate::dump::lock::LockKind;
 use crate::executor::{Exec, Executor};
 use crate::loom::lock_std as lock;
 use crate::task::report;
@@ -71,8 +71,17 @@ struct Keys<K> {
     shards: Box<[Mutex<HashMap<K, Entry, RandomState>>]>,
 }
 
+/// What a key's strand guards: nothing; the type names it in dumps.
+struct Keyed;
+
+impl Data for Keyed {
+    fn kind() -> LockKind {
+        LockKind::Keyed
+    }
+}
+
 struct Entry {
-    strand: Arc<Shared<()>>,
+    strand: Arc<Shared<Keyed>>,
     /// Tasks of the key whose futures are alive.
     live: usize,
 }
@@ -240,16 +249,12 @@ impl<K: Hash + Eq + Clone> Keys<K> {
     /// panic of `K`'s `Hash` or `Eq` here reaches the caller of `spawn`,
     /// and leaves the map as it was.
     #[track_caller]
-    fn enter(&self, key: &K) -> (usize, Arc<Shared<()>>) {
+    fn enter(&self, key: &K) -> (usize, Arc<Shared<Keyed>>) {
         let location = std::panic::Location::caller();
         let i = self.shard_of(key);
         let mut shard = lock(&self.shards[i]);
         let entry = shard.entry(key.clone()).or_insert_with(|| Entry {
-            strand: Shared::new(
-                self.inner.clone(),
-                (),
-                LockBook::new(LockKind::Keyed, location),
-            ),
+            strand: Shared::new(self.inner.clone(), Keyed, location, false),
             live: 0,
         });
         entry.live += 1;

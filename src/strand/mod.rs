@@ -107,18 +107,22 @@ mod keyed;
 mod node;
 mod queue;
 
-pub(crate) use self::core::Core;
+pub(crate) use self::core::{Core, Whole};
 
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
 use crate::admission::Admission;
-use crate::dump::records::{LockBook, LockKind};
+use std::ptr::NonNull;
+
+use crate::dump::lock::{LockBook, LockKind};
 use crate::embedded::Embeds;
 use crate::error::RejectReason;
-use crate::executor::ExecHeader;
-use crate::executor::{home_of, Exec, Executor, Internal, Own, Runnable, StrandBook};
+use crate::executor::{
+    home_of, keeps_open, Exec, ExecHeader, Executor, Internal, Own, Runnable, ScheduleAt,
+    StrandBook,
+};
 use crate::section;
 use crate::spawn::impl_spawn;
 use crate::task::{current_task_id, spawn_or_reject, JoinHandle};
@@ -158,12 +162,25 @@ use queue::Item;
 /// block_on(strand.run(|| ())).unwrap();
 /// assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
 /// ```
-#[derive(Clone)]
 pub struct Strand {
+    /// One word: the strand counts its handles with its executor instead
+    /// of holding a handle of it (see `Shared::hold_open`).
     shared: Arc<Shared<()>>,
-    /// The executor's handle, which keeps it open while the strand has
-    /// handles.
-    _owner: Exec,
+}
+
+impl Clone for Strand {
+    fn clone(&self) -> Self {
+        self.shared.core.hold_open();
+        Strand {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Strand {
+    fn drop(&mut self) {
+        self.shared.core.let_go();
+    }
 }
 
 /// Counters of a strand, for tuning and benchmarks.
@@ -237,11 +254,14 @@ impl Strand {
     /// ```
     #[track_caller]
     pub fn new<E: Executor + Clone>(executor: E) -> Strand {
-        let book = LockBook::new(LockKind::Strand, std::panic::Location::caller());
-        Strand {
-            shared: Shared::new(home_of(&executor), (), book),
-            _owner: Exec::new(executor),
-        }
+        let shared = Shared::new(
+            home_of(&executor),
+            (),
+            std::panic::Location::caller(),
+            keeps_open(&executor),
+        );
+        shared.core.hold_open();
+        Strand { shared }
     }
 
     /// Submits `f` to run on the strand later, never inside this call
@@ -361,7 +381,9 @@ impl Strand {
 
 impl Executor for Strand {
     fn schedule(&self, runnable: Runnable) {
-        self.shared.core.submit(Item::Task(runnable))
+        self.shared
+            .core
+            .submit(Whole::of(&self.shared), Item::Task(runnable))
     }
     fn close(&self) {
         self.shared.core.close()
@@ -382,6 +404,10 @@ impl Own for Strand {
     fn home(&self) -> Option<Exec> {
         Some(Exec::of(self.shared.clone()))
     }
+
+    fn keeps_open(&self) -> bool {
+        self.shared.core.book.holds_open()
+    }
 }
 
 impl_spawn!(Strand);
@@ -399,32 +425,52 @@ impl fmt::Debug for Strand {
 /// A strand and the data it guards (`()` for a plain [`Strand`]). The tasks
 /// of a strand have this as their executor, so they keep the data alive.
 /// `repr(C)`, the core first: the core's hot fields sit next to the
-/// `Arc`'s counts, and the core's address is the strand's (`Core::id`).
+/// `Arc`'s counts, and the core's address (its header's) is the strand's
+/// (`Core::id`).
 #[repr(C)]
 pub(crate) struct Shared<D> {
     pub(crate) core: Core,
-    /// What an `Exec` of this strand points to.
-    header: ExecHeader,
     pub(crate) data: D,
 }
 
-impl<D: Send + Sync + 'static> Shared<D> {
-    pub(crate) fn new(inner: Exec, data: D, book: LockBook) -> Arc<Self> {
-        Arc::new_cyclic(|me| Shared {
-            core: Core::new(me, inner, book),
-            header: ExecHeader::of::<Shared<D>>(),
+/// What a strand guards, as dumps name it.
+pub(crate) trait Data: Send + Sync + 'static {
+    fn kind() -> LockKind;
+}
+
+impl Data for () {
+    fn kind() -> LockKind {
+        LockKind::Strand
+    }
+}
+
+impl<D: Data> Shared<D> {
+    /// A strand over `inner`, made at `location`, whose handles hold
+    /// `inner` open if `holds_open` (see `Core::hold_open`).
+    pub(crate) fn new(
+        inner: Exec,
+        data: D,
+        location: &'static std::panic::Location<'static>,
+        holds_open: bool,
+    ) -> Arc<Self> {
+        Arc::new(Shared {
+            core: Core::new(
+                ExecHeader::scheduling_at::<Shared<D>>(),
+                inner,
+                LockBook::new(location, holds_open),
+            ),
             data,
         })
     }
 
     /// Queues `f` to run as a section, admitted by the strand's executor
     /// as a task of it would be; dropped if the strand is closed.
-    pub(crate) fn post<F>(&self, f: F)
+    pub(crate) fn post<F>(self: &Arc<Self>, f: F)
     where
         F: FnOnce() + Send + 'static,
     {
         if self.core.count_queued_in().is_ok() {
-            self.core.submit(queue::call(f));
+            self.core.submit(Whole::of(self), queue::call(f));
         }
     }
 
@@ -440,15 +486,19 @@ impl<D: Send + Sync + 'static> Shared<D> {
     }
 }
 
-// SAFETY: `header` holds `ExecHeader::of::<Shared<D>>()` (see `new`), and
-// a `Shared` lives in an `Arc`.
-unsafe impl<D: Send + Sync + 'static> Embeds<ExecHeader> for Shared<D> {
-    const OFFSET: usize = std::mem::offset_of!(Shared<D>, header);
+// SAFETY: the core's first field holds `ExecHeader::scheduling_at::<Shared<D>>()`
+// (see `new`), the core comes first (`repr(C)`), and a `Shared` lives in an
+// `Arc`.
+unsafe impl<D: Data> Embeds<ExecHeader> for Shared<D> {
+    const OFFSET: usize = 0;
 }
 
-impl<D: Send + Sync + 'static> Executor for Shared<D> {
+impl<D: Data> Executor for Shared<D> {
     fn schedule(&self, runnable: Runnable) {
-        self.core.submit(Item::Task(runnable))
+        // Only through an `Exec` of the strand, which schedules with
+        // `schedule_at`: what the runner needs is a pointer with the
+        // strand's whole allocation, which `&self` is not.
+        unreachable!("a strand's `Shared` is scheduled on through `ScheduleAt`, not {runnable:?}")
     }
     fn close(&self) {
         self.core.close()
@@ -461,13 +511,31 @@ impl<D: Send + Sync + 'static> Executor for Shared<D> {
     }
 }
 
-impl<D: Send + Sync + 'static> Own for Shared<D> {
+impl<D: Data> ScheduleAt for Shared<D> {
+    unsafe fn schedule_at(header: NonNull<ExecHeader>, runnable: Runnable) {
+        // SAFETY: `header` comes from a live `Exec` of this strand (the
+        // caller's contract), which keeps it alive meanwhile.
+        let me = unsafe { Whole::at(header) };
+        // SAFETY: as above.
+        unsafe { me.core() }.submit(me, Item::Task(runnable))
+    }
+}
+
+impl<D: Data> Own for Shared<D> {
     fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
         self.core.admission(wait)
     }
 
     fn lock_book(&self) -> Option<StrandBook<'_>> {
-        Some(StrandBook(&self.core.book))
+        Some(StrandBook(&self.core.book, D::kind()))
+    }
+
+    fn hold_open(&self) {
+        self.core.hold_open()
+    }
+
+    fn let_go(&self) {
+        self.core.let_go()
     }
 }
 

@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 
 use super::queue::{Header, Item, Node, NodeVTable, Ran, SectionAbout};
 use crate::admission::Sink;
-use crate::dump::records::LockBook;
+use crate::dump::lock::{LockBook, LockKind};
 use crate::error::PanicPayload;
 use crate::task::completion::{Common, Completion};
 
@@ -143,6 +143,7 @@ pub(super) fn section<F, R>(
     f: F,
     location: &'static Location<'static>,
     book: &LockBook,
+    kind: fn() -> LockKind,
 ) -> (Item, NonNull<Completion<R>>)
 where
     F: FnOnce() -> R + Send + 'static,
@@ -153,7 +154,7 @@ where
         // SAFETY: `free` frees this node's box and drops only its cells
         // (the closure was taken by then, the result is never dropped
         // there); the caller keeps `book` alive as long as the handle.
-        done: unsafe { Completion::new(location, book, SectionNode::<F, R>::free) },
+        done: unsafe { Completion::new(location, book, kind, SectionNode::<F, R>::free) },
         f: UnsafeCell::new(Some(f)),
     });
     let node = NonNull::from(Box::leak(node));

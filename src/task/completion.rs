@@ -45,7 +45,7 @@ use std::task::{Context, Poll, Waker};
 use super::fault::report;
 use super::reporting_panics;
 use crate::admission::Sink;
-use crate::dump::records::LockBook;
+use crate::dump::lock::{LockBook, LockKind};
 use crate::error::{Panic, PanicPayload, TaskError};
 use crate::loom::{AtomicU64, AtomicUsize, Ordering::*, UnsafeCell};
 use crate::task_id::TaskId;
@@ -75,9 +75,10 @@ pub(crate) struct Common {
     /// before it starts: what the work waits on while it runs is noted in
     /// that task, so a dump follows a wait on the work to it.
     runner: AtomicU64,
-    /// The book of the strand the work is queued on: alive while the
-    /// handle is, which holds the strand.
+    /// The book of the strand the work is queued on, and what kind of lock
+    /// it is: alive while the handle is, which holds the strand.
     pub(crate) book: NonNull<LockBook>,
+    pub(crate) kind: fn() -> LockKind,
     /// Where a panic nobody reads goes, stored by the runner before it
     /// finishes with one (see `finish`).
     sink: UnsafeCell<Option<Sink>>,
@@ -112,6 +113,7 @@ impl<R> Completion<R> {
     pub(crate) unsafe fn new(
         location: &'static Location<'static>,
         book: &LockBook,
+        kind: fn() -> LockKind,
         free: unsafe fn(NonNull<Common>),
     ) -> Self {
         Completion {
@@ -122,6 +124,7 @@ impl<R> Completion<R> {
                 location,
                 runner: AtomicU64::new(0),
                 book: NonNull::from(book),
+                kind,
                 sink: UnsafeCell::new(None),
                 free,
             },
@@ -389,7 +392,7 @@ impl Common {
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
-    use crate::dump::records::LockKind;
+    use crate::dump::lock::LockKind;
     use crate::loom::wakes;
     use crate::loom::Arc;
     use loom::thread;
@@ -421,7 +424,9 @@ mod loom_model {
 
     fn completion(book: &LockBook) -> NonNull<Completion<Counted>> {
         // SAFETY: `free` frees the box; the book outlives the model's run.
-        let done = Box::new(unsafe { Completion::new(Location::caller(), book, free) });
+        let done = Box::new(unsafe {
+            Completion::new(Location::caller(), book, || LockKind::Strand, free)
+        });
         NonNull::from(Box::leak(done))
     }
 
@@ -438,7 +443,7 @@ mod loom_model {
     #[test]
     fn finish_vs_register_vs_drop() {
         loom::model(|| {
-            let book = std::sync::Arc::new(LockBook::new(LockKind::Strand, Location::caller()));
+            let book = std::sync::Arc::new(LockBook::new(Location::caller(), false));
             let freed_before = freed();
             let drops = Arc::new(AtomicUsize::new(0));
             let done = Ptr(completion(&book));
@@ -480,7 +485,7 @@ mod loom_model {
     #[test]
     fn abort_vs_start() {
         loom::model(|| {
-            let book = std::sync::Arc::new(LockBook::new(LockKind::Strand, Location::caller()));
+            let book = std::sync::Arc::new(LockBook::new(Location::caller(), false));
             let drops = Arc::new(AtomicUsize::new(0));
             let done = Ptr(completion(&book));
             // SAFETY: the handle's reference keeps it alive meanwhile.

@@ -19,7 +19,7 @@ use super::current::current_task_id;
 use super::fault::{Failure, Outcome};
 use super::info::{ABORTED, DONE};
 use crate::admission::Sink;
-use crate::dump::records::{LockBook, Noted, TaskRef, TaskSeen, WaitKey, WaitOn};
+use crate::dump::records::{Noted, TaskRef, TaskSeen, WaitKey, WaitOn};
 use crate::error::{ByValue, TaskError};
 use crate::executor::{lock_book_of, Exec, Runnable, TaskInfo};
 use crate::task_id::TaskId;
@@ -698,7 +698,7 @@ unsafe fn read_task(task: NonNull<()>) -> TaskSeen {
     // SAFETY: the caller's contract.
     let info = unsafe { task.cast::<TaskInfo>().as_ref() };
     TaskSeen {
-        queued_on: info.with_executor(|ex| lock_book_of(ex).map(LockBook::seen)),
+        queued_on: info.with_executor(|ex| lock_book_of(ex).map(|book| book.seen())),
         run_by: None,
         ended: info.record.flags.load(Ordering::Acquire) & DONE != 0,
     }
@@ -717,7 +717,7 @@ unsafe fn read_section(task: NonNull<()>) -> TaskSeen {
     let common = unsafe { task.cast::<Common>().as_ref() };
     TaskSeen {
         // SAFETY: as above: the book outlives the handle.
-        queued_on: Some(unsafe { common.book.as_ref() }.seen()),
+        queued_on: Some(unsafe { common.book.as_ref() }.seen((common.kind)())),
         run_by: common.run_by(),
         ended: common.is_finished(),
     }
