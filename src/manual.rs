@@ -374,6 +374,9 @@ impl Executor for Shared {
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
+    fn own(&self, _: Internal) -> Option<&dyn Own> {
+        Some(self)
+    }
     fn try_run_one(&self) -> bool {
         let next = {
             let mut queue = self.queue();
@@ -409,6 +412,25 @@ impl Own for ManualExecutor {
     fn home(&self) -> Option<Exec> {
         Some(Exec::of(self.shared.clone()))
     }
+
+    fn keeps_open(&self) -> bool {
+        true
+    }
+}
+
+/// The count of handles that keep the executor open: its own handles', and
+/// those of the strands made over one.
+impl Own for Shared {
+    fn hold_open(&self) {
+        self.handles.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn let_go(&self) {
+        if self.handles.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.close();
+            self.cancel_if_orphaned();
+        }
+    }
 }
 
 impl Default for ManualExecutor {
@@ -419,7 +441,7 @@ impl Default for ManualExecutor {
 
 impl Clone for ManualExecutor {
     fn clone(&self) -> Self {
-        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        self.shared.hold_open();
         ManualExecutor {
             shared: self.shared.clone(),
         }
@@ -428,10 +450,7 @@ impl Clone for ManualExecutor {
 
 impl Drop for ManualExecutor {
     fn drop(&mut self) {
-        if self.shared.handles.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.shared.close();
-            self.shared.cancel_if_orphaned();
-        }
+        self.shared.let_go();
     }
 }
 

@@ -420,6 +420,27 @@ fn strand_handles_keep_their_pool_open_until_the_last_goes() {
     });
 }
 
+/// The same over a `ManualExecutor`, which closes when its last handle
+/// goes and cancels what it still holds: a strand's or a `Guarded`'s
+/// handle counts as one of its handles.
+#[test]
+fn strand_handles_keep_a_manual_executor_open_until_the_last_goes() {
+    within("handles keep the manual executor open", || {
+        let manual = ManualExecutor::new();
+        let strand = Strand::new(manual.clone());
+        let guarded = Guarded::new(viaduct::Exec::new(manual.clone()), 1u32);
+        let queued = manual.spawn(async { 5 });
+        drop(manual);
+        assert!(!strand.is_closed());
+        drop(strand);
+        let section = guarded.with(|n| *n);
+        assert!(!queued.is_finished(), "cancelled while a handle was left");
+        drop(guarded);
+        assert!(block_on(queued).unwrap_err().is_cancelled());
+        assert!(block_on(section).unwrap_err().is_cancelled());
+    });
+}
+
 #[test]
 fn a_panicking_section_is_reported_and_the_strand_goes_on() {
     quiet_test_panics();

@@ -132,15 +132,17 @@ impl LockBook {
         if taken == 0 {
             return Err(Wraps);
         }
-        self.word.store(code(holder) << 16 | taken, Relaxed);
+        // Release, though it publishes nothing else: a reading that reads
+        // this store then sees the wraps and installs before it, so it
+        // does not pair this take with an older sequence.
+        self.word.store(code(holder) << 16 | taken, Release);
         Ok(())
     }
 
     /// As [`taken`](Self::taken), when it returned [`Wraps`].
     #[cold]
     pub(crate) fn taken_wrapping(&self, holder: Option<TaskId>, ext: &BookExt) {
-        ext.wraps.store(ext.wraps.load(Relaxed) + 1, Relaxed);
-        self.write(ext, code(holder) << 16);
+        self.write(ext, code(holder) << 16, true);
     }
 
     /// The strand is held by `holder`, which did not take it on the spot
@@ -152,7 +154,7 @@ impl LockBook {
     pub(crate) fn held_by(&self, holder: Option<TaskId>, ext: &BookExt) {
         let word = self.word.load(Relaxed);
         if word >> 16 != code(holder) {
-            self.write(ext, code(holder) << 16 | word & TAKEN);
+            self.write(ext, code(holder) << 16 | word & TAKEN, false);
         }
     }
 
@@ -165,7 +167,7 @@ impl LockBook {
     #[inline]
     pub(crate) fn moved_to(&self, holder: Option<TaskId>) {
         let taken = self.word.load(Relaxed) & TAKEN;
-        self.word.store(code(holder) << 16 | taken, Relaxed);
+        self.word.store(code(holder) << 16 | taken, Release);
     }
 
     /// Called by the strand's owner before it gives the strand up. Nothing
@@ -178,10 +180,15 @@ impl LockBook {
         }
     }
 
-    fn write(&self, ext: &BookExt, word: u64) {
+    /// Stores `word` under the sequence, and counts a wrap of `taken` if
+    /// `wraps`.
+    fn write(&self, ext: &BookExt, word: u64, wraps: bool) {
         let seq = ext.seq.load(Relaxed);
         ext.seq.store(seq + 1, Relaxed);
         fence(Release);
+        if wraps {
+            ext.wraps.store(ext.wraps.load(Relaxed) + 1, Relaxed);
+        }
         self.word.store(word, Relaxed);
         ext.seq.store(seq + 2, Release);
     }
@@ -189,28 +196,7 @@ impl LockBook {
     /// Who holds the lock, and a sequence that changes with every write
     /// that names a holder.
     pub(crate) fn reading(&self) -> (u64, Holder) {
-        let (seq, word) = loop {
-            let site = self.site.load(Acquire);
-            let Some(ext) = ext_of(site) else {
-                // Acquire, and `site` again: a write under the sequence
-                // that this load reads comes after the extension's
-                // install, which the second load then sees.
-                let word = self.word.load(Acquire);
-                if self.site.load(Acquire) & EXT == 0 {
-                    break (0, word);
-                }
-                continue;
-            };
-            // SAFETY: an installed extension lives as long as the book.
-            let ext = unsafe { ext.as_ref() };
-            let seq = ext.seq.load(Acquire);
-            let word = self.word.load(Relaxed);
-            fence(Acquire);
-            if seq % 2 == 0 && ext.seq.load(Relaxed) == seq {
-                break (seq / 2, word);
-            }
-            crate::loom::spin_loop();
-        };
+        let (seq, word, _) = self.snapshot();
         let holder = match word >> 16 {
             0 => Holder::Free,
             NOT_A_TASK => Holder::NotATask,
@@ -220,13 +206,38 @@ impl LockBook {
     }
 
     /// How many times an owner took the strand on the spot (as of a
-    /// moment ago: the owner may be writing).
+    /// moment ago: the owner may be taking it again).
     pub(crate) fn taken_count(&self) -> u64 {
-        let wraps = self.ext().map_or(0, |ext| {
+        let (_, word, wraps) = self.snapshot();
+        wraps << 16 | word & TAKEN
+    }
+
+    /// The sequence's count of writes, the word and the wraps of `taken`,
+    /// as one write left them.
+    fn snapshot(&self) -> (u64, u64, u64) {
+        loop {
+            let site = self.site.load(Acquire);
+            let Some(ext) = ext_of(site) else {
+                // Acquire, and `site` again: a write under the sequence
+                // that this load reads comes after the extension's
+                // install, which the second load then sees.
+                let word = self.word.load(Acquire);
+                if self.site.load(Acquire) & EXT == 0 {
+                    return (0, word, 0);
+                }
+                continue;
+            };
             // SAFETY: an installed extension lives as long as the book.
-            unsafe { ext.as_ref() }.wraps.load(Relaxed)
-        });
-        wraps << 16 | self.word.load(Relaxed) & TAKEN
+            let ext = unsafe { ext.as_ref() };
+            let seq = ext.seq.load(Acquire);
+            let word = self.word.load(Relaxed);
+            let wraps = ext.wraps.load(Relaxed);
+            fence(Acquire);
+            if seq % 2 == 0 && ext.seq.load(Relaxed) == seq {
+                return (seq / 2, word, wraps);
+            }
+            crate::loom::spin_loop();
+        }
     }
 
     /// Where the strand was made.
@@ -424,6 +435,48 @@ mod loom_models {
             owner.join().unwrap();
             assert_eq!(book.reading(), states[5]);
             assert_eq!(book.taken_count(), 1 << 16);
+        });
+    }
+
+    /// The owner that installed the extension (wrapping `taken` round)
+    /// hands the strand to another thread, which takes it on the spot: a
+    /// reading that sees that take sees the extension and the sequence it
+    /// was taken under, never the take paired with the sequence before.
+    #[test]
+    fn a_take_after_a_hand_over_is_read_with_its_sequence() {
+        let location = here();
+        loom::model(move || {
+            let book = loom::sync::Arc::new(LockBook::new(location, false));
+            book.word.store(TAKEN, Relaxed);
+            let task = TaskId::from_u64(7);
+            let owners = {
+                let book = book.clone();
+                thread::spawn(move || {
+                    assert!(book.taken(task).is_err());
+                    let ext = Box::leak(Box::new(book.new_ext()));
+                    assert!(book.install(NonNull::from(&*ext)).is_ok());
+                    book.taken_wrapping(None, ext);
+                    book.released();
+                    // The hand-over (the strand's queue word does this): a
+                    // release the next owner acquires, here a spawn.
+                    let book = book.clone();
+                    thread::spawn(move || assert!(book.taken(task).is_ok()))
+                        .join()
+                        .unwrap();
+                })
+            };
+            thread::yield_now();
+            let held = Holder::Task(task.unwrap());
+            let states = [
+                (TAKEN, Holder::Free),
+                (1 << 16, Holder::NotATask),
+                (1 << 16, Holder::Free),
+                (1 << 16 | 1, held),
+            ];
+            let reading = book.reading();
+            assert!(states.contains(&reading), "{reading:?} was never written");
+            owners.join().unwrap();
+            assert_eq!(book.reading(), states[3]);
         });
     }
 

@@ -274,7 +274,7 @@ impl ThreadPool {
     }
 
     pub(crate) fn from_shared(shared: Arc<Shared>) -> ThreadPool {
-        shared.handles.fetch_add(1, Relaxed);
+        shared.hold_open();
         ThreadPool { shared }
     }
 
@@ -894,9 +894,7 @@ impl Clone for ThreadPool {
 
 impl Drop for ThreadPool {
     fn drop(&mut self) {
-        if self.shared.handles.fetch_sub(1, AcqRel) == 1 {
-            self.shared.close();
-        }
+        self.shared.let_go();
     }
 }
 

@@ -2,6 +2,7 @@
 //! module docs of `strand`), its runner, and what its owners do.
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -64,14 +65,20 @@ pub(crate) struct Core {
 /// (before it is pushed, so an owner that finds an item finds this), by a
 /// close, or by the book's first wrap; freed with the strand.
 ///
-/// `repr(C)`, the book's part first: the book points at it.
-#[repr(C)]
+/// `repr(C)`, the book's part first: the book points at it. Aligned to a
+/// cache line, with what every submitter reads and counts (the flags,
+/// the posts) on the first and what only the owner writes after it, so
+/// that the owner running a batch does not take the submitters' line.
+#[repr(C, align(64))]
 struct Ext {
     book: BookExt,
     closed: AtomicBool,
     /// Set once, by the runner's drop as owner: the strand has no runner
     /// any more (Shutdown step 2).
     dead: AtomicBool,
+    /// Posted closures outstanding, and the one admission of `inner`
+    /// that covers them.
+    posts: Busy<Admission>,
     /// Owner only: the rest of the batch being run, oldest first.
     batch: OwnerCell<List<Item>>,
     /// The runner's waker, and its handle, which cancels it when the
@@ -83,12 +90,14 @@ struct Ext {
     /// `start_runner` until it gives the strand up), so that what is queued
     /// keeps the strand alive without a reference per item.
     held: OwnerCell<Option<Exec>>,
-    /// Posted closures outstanding, and the one admission of `inner`
-    /// that covers them.
-    posts: Busy<Admission>,
     queued: AtomicU64,
     batches: AtomicU64,
 }
+
+/// A post or a queued section counted in by [`Core::count_queued_in`]:
+/// queue it with [`Core::submit_counted`].
+/// It also says that the extension is made.
+pub(crate) struct CountedIn<'a>(PhantomData<&'a Core>);
 
 /// A pointer to a strand's core with the provenance of the strand's whole
 /// allocation (from an `Arc` or an `Exec` of it, not from a reference):
@@ -193,6 +202,20 @@ impl Core {
     pub(super) fn submit(&self, me: Whole, item: Item) {
         // Made before the push: an owner that finds an item finds it.
         self.ext();
+        self.push_and_start(me, item);
+    }
+
+    /// Queues `item`, a post or a section that [`count_queued_in`]
+    /// counted in (which made the extension).
+    ///
+    /// [`count_queued_in`]: Core::count_queued_in
+    #[inline]
+    pub(super) fn submit_counted(&self, _: CountedIn<'_>, me: Whole, item: Item) {
+        self.push_and_start(me, item);
+    }
+
+    #[inline]
+    fn push_and_start(&self, me: Whole, item: Item) {
         match self.queue.push(item) {
             Pushed::Queued => {}
             // SAFETY: the push made this thread the owner.
@@ -440,11 +463,13 @@ impl Core {
     /// (closed, dead, or over a closed executor): the reason then, and the
     /// work is not queued.
     #[inline]
-    pub(crate) fn count_queued_in(&self) -> Result<(), RejectReason> {
-        if self.is_closed() {
+    pub(crate) fn count_queued_in(&self) -> Result<CountedIn<'_>, RejectReason> {
+        let ext = self.ext();
+        if ext.closed.load(SeqCst) || ext.dead.load(Acquire) || self.inner.is_closed() {
             return Err(RejectReason::Closed);
         }
-        self.ext().posts.enter(|| self.admit())
+        ext.posts.enter(|| self.admit())?;
+        Ok(CountedIn(PhantomData))
     }
 
     /// Where a panic of queued work goes that nobody reads (a post's, a
@@ -630,11 +655,15 @@ impl Core {
         self.book.held_by(holder, &self.ext().book);
     }
 
-    /// `true` if the caller is a task of the strand's executor, running on
-    /// it: a section may run right here without leaving that executor.
+    /// The caller's task (its identity for `section`, and its id), if it
+    /// is a task of the strand's executor, running on it: a section may
+    /// run right here without leaving that executor.
     #[inline]
-    pub(crate) fn on_inner_executor(&self) -> bool {
-        with_current_task(|t| t.is_some_and(|t| t.with_executor(|ex| ex.same_as(&self.inner))))
+    pub(crate) fn caller_on_inner(&self) -> Option<(*const (), TaskId)> {
+        with_current_task(|t| {
+            t.filter(|t| t.with_executor(|ex| ex.same_as(&self.inner)))
+                .map(|t| (task_id(t), t.record.id))
+        })
     }
 
     /// Queues `item` without starting the runner: a lock request, which

@@ -217,15 +217,17 @@ impl<T: Send + 'static> Guarded<T> {
         // section is then simply ordered before a close that races it, and
         // the strand is held no longer than the section itself takes,
         // which is what others spin on.
-        if !core.is_closed() && core.on_inner_executor() && core.acquire_briefly(true) {
+        let caller = (!core.is_closed())
+            .then(|| core.caller_on_inner())
+            .flatten();
+        if let Some((me, id)) = caller.filter(|_| core.acquire_briefly(true)) {
             // SAFETY: `acquire_briefly` made this thread the owner of the
             // strand, so nothing else touches the value, and it stays the
             // owner until `release_quick`.
             let value = unsafe { &mut *self.shared.data.0.get() };
-            let me = current_task_id();
             let frame = Frame::new(core.id(), me, me);
             let entered = frame.enter();
-            core.took(current_task());
+            core.took(Some(id));
             let result = catch_unwind(AssertUnwindSafe(|| f(value)));
             core.book.released();
             drop(entered);
@@ -248,9 +250,10 @@ impl<T: Send + 'static> Guarded<T> {
             };
         }
         let exec = Exec::of(self.shared.clone());
-        if let Err(reason) = core.count_queued_in() {
-            return JoinHandle::failed(TaskError::Rejected(reason), exec);
-        }
+        let counted = match core.count_queued_in() {
+            Ok(counted) => counted,
+            Err(reason) => return JoinHandle::failed(TaskError::Rejected(reason), exec),
+        };
         let slot = SlotPtr(self.shared.data.0.get());
         let section = move || {
             // SAFETY: a queued section runs only on the strand's runner,
@@ -266,7 +269,7 @@ impl<T: Send + 'static> Guarded<T> {
             Slot::<T>::kind,
         );
         let handle = JoinHandle::section(done, exec);
-        core.submit(Whole::of(&self.shared), item);
+        core.submit_counted(counted, Whole::of(&self.shared), item);
         handle
     }
 

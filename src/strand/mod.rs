@@ -469,8 +469,9 @@ impl<D: Data> Shared<D> {
     where
         F: FnOnce() + Send + 'static,
     {
-        if self.core.count_queued_in().is_ok() {
-            self.core.submit(Whole::of(self), queue::call(f));
+        if let Ok(counted) = self.core.count_queued_in() {
+            self.core
+                .submit_counted(counted, Whole::of(self), queue::call(f));
         }
     }
 
