@@ -1,9 +1,13 @@
 //! Strands as mutexes, side by side in one process run.
 //!
-//! - Contention: N tasks share 800,000 critical sections on one counter:
-//!   viaduct's `Guarded::with` (awaited) and `Guarded::lock` on a viaduct
-//!   pool, against `tokio::sync::Mutex` and `async_lock::Mutex` on tokio's
-//!   multi-thread runtime. 2 worker threads each.
+//! - Contention: N tasks share 400,000 critical sections on one counter
+//!   (512 tasks: 409,600): viaduct's `Guarded::with` (awaited) and
+//!   `Guarded::lock` on a viaduct pool, against `tokio::sync::Mutex` and
+//!   `async_lock::Mutex` on tokio's multi-thread runtime, and a
+//!   `std::sync::Mutex` taken in viaduct tasks. 2 worker threads each.
+//! - Threads: 2 and 8 OS threads outside any pool share the sections,
+//!   waiting for each with `block_on`: `with`, `lock`, and a
+//!   `std::sync::Mutex`.
 //! - Fire-and-forget: 8 threads post 100,000 increments each to one
 //!   `Strand` (over a 2-thread pool), against 8 threads taking a
 //!   `std::sync::Mutex` for each increment.
@@ -16,7 +20,8 @@
 //!
 //! `BENCH_ROUNDS` sets the number of timed rounds (default 9); `BENCH_ONLY`
 //! runs only the contenders whose name contains it (`with`, `lock`,
-//! `tokio`, `async-lock`, `post`, `std mutex`, `queued with`); `BENCH_N` the task counts
+//! `tokio`, `async-lock`, `std mutex`, `threads with`, `threads lock`,
+//! `threads std mutex`, `post`, `queued with`); `BENCH_N` the task counts
 //! of the contention table (default `2,8,64,512`).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -94,21 +99,36 @@ fn ratio(a: Option<Duration>, b: Option<Duration>) -> String {
     }
 }
 
-/// `n` viaduct tasks, each running its share of the sections through
-/// `section`.
-/// `n` viaduct tasks, each running its share of the sections with `with`
-/// (awaited) or `lock`.
-fn viaduct_contention(pool: &ThreadPool, g: &Guarded<u64>, n: usize, use_lock: bool) {
+/// How a contender takes its sections.
+#[derive(Clone, Copy, PartialEq)]
+enum How {
+    /// `Guarded::with`, awaited.
+    With,
+    /// `Guarded::lock`.
+    Lock,
+    /// A `std::sync::Mutex`.
+    Std,
+}
+
+/// `n` viaduct tasks, each running its share of the sections on `g`, or
+/// on `m` for [`How::Std`].
+fn viaduct_contention(
+    pool: &ThreadPool,
+    g: &Guarded<u64>,
+    m: &Arc<Mutex<u64>>,
+    n: usize,
+    how: How,
+) {
     let per_task = per_task(n);
     let tasks: Vec<_> = (0..n)
         .map(|_| {
-            let g = g.clone();
+            let (g, m) = (g.clone(), m.clone());
             pool.spawn(async move {
                 for _ in 0..per_task {
-                    if use_lock {
-                        *g.lock().await += 1;
-                    } else {
-                        g.with(|v| *v += 1).await.unwrap();
+                    match how {
+                        How::With => g.with(|v| *v += 1).await.unwrap(),
+                        How::Lock => *g.lock().await += 1,
+                        How::Std => *m.lock().unwrap() += 1,
                     }
                 }
             })
@@ -117,6 +137,28 @@ fn viaduct_contention(pool: &ThreadPool, g: &Guarded<u64>, n: usize, use_lock: b
     for t in tasks {
         block_on(t).unwrap();
     }
+}
+
+/// Sections per OS thread in the threads table.
+const PER_THREAD: usize = 5_000;
+
+/// `t` OS threads outside the pool, each waiting for its sections one at
+/// a time: `with` (always queued: the caller is no task of the pool),
+/// `lock`, or a `std::sync::Mutex`.
+fn thread_contention(g: &Guarded<u64>, m: &Mutex<u64>, t: usize, how: How) {
+    thread::scope(|s| {
+        for _ in 0..t {
+            s.spawn(|| {
+                for _ in 0..PER_THREAD {
+                    match how {
+                        How::With => block_on(g.with(|v| *v += 1)).unwrap(),
+                        How::Lock => *block_on(g.lock()) += 1,
+                        How::Std => *m.lock().unwrap() += 1,
+                    }
+                }
+            });
+        }
+    });
 }
 
 fn tokio_contention(rt: &tokio::runtime::Runtime, m: &Arc<tokio::sync::Mutex<u64>>, n: usize) {
@@ -217,12 +259,13 @@ fn main() {
          ns per section, median of {rounds} rounds"
     );
     println!(
-        "{:>5} {:>8} {:>8} {:>8} {:>11} {:>15} {:>15} {:>10} {:>10} {:>10}",
+        "{:>5} {:>8} {:>8} {:>8} {:>11} {:>10} {:>15} {:>15} {:>10} {:>10} {:>10}",
         "N",
         "with",
         "lock",
         "tokio",
         "async-lock",
+        "std mutex",
         "batch with",
         "batch lock",
         "with/best",
@@ -241,13 +284,21 @@ fn main() {
         );
         let tm = Arc::new(tokio::sync::Mutex::new(0u64));
         let am = Arc::new(async_lock::Mutex::new(0u64));
-        let [dw, dl, dt, da] = measure_interleaved(
+        let sm = Arc::new(Mutex::new(0u64));
+        let [dw, dl, dt, da, dm] = measure_interleaved(
             rounds,
             [
-                ("with", &mut || viaduct_contention(&pool, &gw, n, false)),
-                ("lock", &mut || viaduct_contention(&pool, &gl, n, true)),
+                ("with", &mut || {
+                    viaduct_contention(&pool, &gw, &sm, n, How::With)
+                }),
+                ("lock", &mut || {
+                    viaduct_contention(&pool, &gl, &sm, n, How::Lock)
+                }),
                 ("tokio", &mut || tokio_contention(&rt, &tm, n)),
                 ("async-lock", &mut || async_lock_contention(&rt, &am, n)),
+                ("std mutex", &mut || {
+                    viaduct_contention(&pool, &gw, &sm, n, How::Std)
+                }),
             ],
         );
         let sections = per_task(n) * n;
@@ -262,11 +313,12 @@ fn main() {
             format!("{:.1} ({:.0}%)", m.mean_batch(), inline * 100.0)
         };
         println!(
-            "{n:>5} {:>8} {:>8} {:>8} {:>11} {:>15} {:>15} {:>10} {:>10} {:>10}",
+            "{n:>5} {:>8} {:>8} {:>8} {:>11} {:>10} {:>15} {:>15} {:>10} {:>10} {:>10}",
             ns_per(dw, sections),
             ns_per(dl, sections),
             ns_per(dt, sections),
             ns_per(da, sections),
+            ns_per(dm, sections),
             batch(&gw),
             batch(&gl),
             ratio(dw, best),
@@ -274,6 +326,46 @@ fn main() {
             ratio(dl, dt),
         );
         results.push((n, [dw, dl, dt, da]));
+    }
+
+    println!();
+    println!(
+        "threads: T OS threads x {PER_THREAD} sections, each waited for with block_on; \
+         ns per section, median of {rounds} rounds"
+    );
+    println!(
+        "{:>5} {:>8} {:>8} {:>10} {:>10} {:>10}",
+        "T", "with", "lock", "std mutex", "with/std", "lock/std"
+    );
+    for t in [2, 8] {
+        let (gw, gl, m) = (
+            Guarded::new(pool.clone(), 0u64),
+            Guarded::new(pool.clone(), 0u64),
+            Mutex::new(0u64),
+        );
+        let [dw, dl, dm] = measure_interleaved(
+            rounds,
+            [
+                ("threads with", &mut || {
+                    thread_contention(&gw, &m, t, How::With)
+                }),
+                ("threads lock", &mut || {
+                    thread_contention(&gl, &m, t, How::Lock)
+                }),
+                ("threads std mutex", &mut || {
+                    thread_contention(&gl, &m, t, How::Std)
+                }),
+            ],
+        );
+        let sections = t * PER_THREAD;
+        println!(
+            "{t:>5} {:>8} {:>8} {:>10} {:>10} {:>10}",
+            ns_per(dw, sections),
+            ns_per(dl, sections),
+            ns_per(dm, sections),
+            ratio(dw, dm),
+            ratio(dl, dm),
+        );
     }
 
     println!();

@@ -73,7 +73,16 @@ use crate::task::{current_task, current_task_id, current_task_sink, reporting_pa
 /// (or unwinds the task that holds the guard, whose drop releases the
 /// strand), and the next section sees the data as the panic left it.
 ///
-/// Cloning gives another handle to the same data.
+/// Cloning gives another handle to the same data. A handle is one word,
+/// and an idle `Guarded<u64>` takes 72 bytes in all, as an
+/// `Arc<tokio::sync::Mutex<u64>>` does.
+///
+/// It is made for tasks. Threads outside any pool that wait for each
+/// section with [`block_on`](crate::block_on) pay a wake-up of a parked
+/// thread at every hand-over, in FIFO order (microseconds under
+/// contention, where a `std::sync::Mutex` lets the running thread take it
+/// again): there, use a `std::sync::Mutex`, or
+/// [`post`](Guarded::post), which does not wait.
 ///
 /// # Examples
 ///
