@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use crossbeam_utils::CachePadded;
+
 use super::busy::Busy;
 use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Ran, Taken};
 use super::{Shared, StrandMetrics};
@@ -65,20 +67,15 @@ pub(crate) struct Core {
 /// (before it is pushed, so an owner that finds an item finds this), by a
 /// close, or by the book's first wrap; freed with the strand.
 ///
-/// `repr(C)`, the book's part first: the book points at it. Aligned to a
-/// cache line, with what every submitter reads and counts (the flags,
-/// the posts) on the first and what only the owner writes after it, so
-/// that the owner running a batch does not take the submitters' line.
-#[repr(C, align(64))]
+/// What every submitter reads and counts is on a cache line of its own,
+/// apart from what only the owner writes (the batch, the book's
+/// sequence), so that an owner running a batch does not take the line
+/// the submitters contend for, nor they its.
+#[repr(C)]
 struct Ext {
+    submit: CachePadded<Submit>,
+    /// The book's part; the book points here.
     book: BookExt,
-    closed: AtomicBool,
-    /// Set once, by the runner's drop as owner: the strand has no runner
-    /// any more (Shutdown step 2).
-    dead: AtomicBool,
-    /// Posted closures outstanding, and the one admission of `inner`
-    /// that covers them.
-    posts: Busy<Admission>,
     /// Owner only: the rest of the batch being run, oldest first.
     batch: OwnerCell<List<Item>>,
     /// The runner's waker, and its handle, which cancels it when the
@@ -92,6 +89,31 @@ struct Ext {
     held: OwnerCell<Option<Exec>>,
     queued: AtomicU64,
     batches: AtomicU64,
+}
+
+/// The part of the extension that submitters touch.
+struct Submit {
+    closed: AtomicBool,
+    /// Set once, by the runner's drop as owner: the strand has no runner
+    /// any more (Shutdown step 2).
+    dead: AtomicBool,
+    /// Posted closures outstanding, and the one admission of `inner`
+    /// that covers them.
+    posts: Busy<Admission>,
+}
+
+impl Ext {
+    /// The extension whose book part the book points at, with the
+    /// provenance of its box.
+    ///
+    /// # Safety
+    ///
+    /// `book` is the book part of an extension installed by `make_ext`.
+    unsafe fn of_book(book: NonNull<BookExt>) -> NonNull<Ext> {
+        // SAFETY: `book` points `offset_of!(Ext, book)` bytes into an
+        // `Ext`, with its box's provenance (see `make_ext`).
+        unsafe { book.byte_sub(std::mem::offset_of!(Ext, book)).cast() }
+    }
 }
 
 /// A post or a queued section counted in by [`Core::count_queued_in`]:
@@ -155,9 +177,9 @@ impl Core {
     #[inline]
     fn ext(&self) -> &Ext {
         match self.book.ext() {
-            // SAFETY: an installed extension is an `Ext` (see `make_ext`),
-            // freed only with the strand.
-            Some(ext) => unsafe { ext.cast::<Ext>().as_ref() },
+            // SAFETY: an installed extension is an `Ext`'s (see
+            // `make_ext`), freed only with the strand.
+            Some(ext) => unsafe { Ext::of_book(ext).as_ref() },
             None => self.make_ext(),
         }
     }
@@ -168,30 +190,35 @@ impl Core {
         // SAFETY: as in `ext`.
         self.book
             .ext()
-            .map(|ext| unsafe { ext.cast::<Ext>().as_ref() })
+            .map(|ext| unsafe { Ext::of_book(ext).as_ref() })
     }
 
     #[cold]
     fn make_ext(&self) -> &Ext {
-        let ext = NonNull::from(Box::leak(Box::new(Ext {
+        let ext = Box::into_raw(Box::new(Ext {
+            submit: CachePadded::new(Submit {
+                closed: AtomicBool::new(false),
+                dead: AtomicBool::new(false),
+                posts: Busy::new(),
+            }),
             book: self.book.new_ext(),
-            closed: AtomicBool::new(false),
-            dead: AtomicBool::new(false),
             batch: OwnerCell::new(List::default()),
             runner: SetOnce::new(),
             held: OwnerCell::new(None),
-            posts: Busy::new(),
             queued: AtomicU64::new(0),
             batches: AtomicU64::new(0),
-        })));
-        match self.book.install(ext.cast()) {
+        }));
+        // SAFETY: a field of the box just made; the pointer keeps the
+        // box's provenance, for `Ext::of_book` and the drop.
+        let book = unsafe { NonNull::new_unchecked(std::ptr::addr_of_mut!((*ext).book)) };
+        match self.book.install(book) {
             // SAFETY: installed, the extension lives as long as the strand.
-            Ok(()) => unsafe { ext.as_ref() },
+            Ok(()) => unsafe { &*ext },
             Err(installed) => {
                 // SAFETY: ours was not installed, so nothing else has it.
-                drop(unsafe { Box::from_raw(ext.as_ptr()) });
+                drop(unsafe { Box::from_raw(ext) });
                 // SAFETY: as in `ext`.
-                unsafe { installed.cast::<Ext>().as_ref() }
+                unsafe { Ext::of_book(installed).as_ref() }
             }
         }
     }
@@ -232,7 +259,7 @@ impl Core {
     unsafe fn start_runner(&self, me: Whole) {
         let ext = self.ext();
         // Acquire: the owner that marked the strand dead released it since.
-        if ext.dead.load(Acquire) {
+        if ext.submit.dead.load(Acquire) {
             // SAFETY: the caller owns the strand.
             return unsafe { self.drain_dead() };
         }
@@ -310,7 +337,7 @@ impl Core {
                     // Whatever the runner ran last lets go (see `run`).
                     self.book.released();
                     let held = ext.and_then(|ext| {
-                        ext.posts.leave(std::mem::take(posts));
+                        ext.submit.posts.leave(std::mem::take(posts));
                         // SAFETY: the caller owns the strand.
                         unsafe { ext.held.with_mut(Option::take) }
                     });
@@ -342,7 +369,7 @@ impl Core {
                     // A granted request owns the strand (it is parked); its
                     // lock future or guard borrows the `Guarded`, which
                     // keeps the strand alive meanwhile.
-                    ext.posts.leave(std::mem::take(posts));
+                    ext.submit.posts.leave(std::mem::take(posts));
                     self.book.released();
                     // SAFETY: the caller owns the strand until the grant.
                     let held = unsafe { ext.held.with_mut(Option::take) };
@@ -452,7 +479,7 @@ impl Core {
                 None => return Poll::Pending,
             }
         }
-        ext.posts.leave(posts);
+        ext.submit.posts.leave(posts);
         self.book.released();
         // Still the owner: run again after the executor's other work.
         cx.waker().wake_by_ref();
@@ -465,10 +492,11 @@ impl Core {
     #[inline]
     pub(crate) fn count_queued_in(&self) -> Result<CountedIn<'_>, RejectReason> {
         let ext = self.ext();
-        if ext.closed.load(SeqCst) || ext.dead.load(Acquire) || self.inner.is_closed() {
+        if ext.submit.closed.load(SeqCst) || ext.submit.dead.load(Acquire) || self.inner.is_closed()
+        {
             return Err(RejectReason::Closed);
         }
-        ext.posts.enter(|| self.admit())?;
+        ext.submit.posts.enter(|| self.admit())?;
         Ok(CountedIn(PhantomData))
     }
 
@@ -477,6 +505,7 @@ impl Core {
     /// `on_unobserved_panic`), through the admission that covers it.
     fn sink(&self) -> Option<Sink> {
         self.ext_if_made()?
+            .submit
             .posts
             .with_held(|a| a.and_then(Admission::sink))
     }
@@ -494,7 +523,7 @@ impl Core {
     /// The caller owns the strand: the runner, being dropped.
     unsafe fn kill(&self) {
         trace_event!("strand dead: its runner was dropped");
-        self.ext().dead.store(true, Release);
+        self.ext().submit.dead.store(true, Release);
         // SAFETY: the caller owns the strand.
         unsafe { self.drain_dead() };
     }
@@ -528,11 +557,12 @@ impl Core {
     /// `true` once the strand's executor threw its runner away.
     #[inline]
     pub(crate) fn is_dead(&self) -> bool {
-        self.ext_if_made().is_some_and(|ext| ext.dead.load(Acquire))
+        self.ext_if_made()
+            .is_some_and(|ext| ext.submit.dead.load(Acquire))
     }
 
     pub(super) fn close(&self) {
-        self.ext().closed.store(true, SeqCst);
+        self.ext().submit.closed.store(true, SeqCst);
     }
 
     /// `true` if the strand takes no new work: closed itself, dead, or
@@ -546,7 +576,7 @@ impl Core {
     #[inline]
     fn refused(&self) -> bool {
         self.ext_if_made()
-            .is_some_and(|ext| ext.closed.load(SeqCst) || ext.dead.load(Acquire))
+            .is_some_and(|ext| ext.submit.closed.load(SeqCst) || ext.submit.dead.load(Acquire))
     }
 
     pub(super) fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {
@@ -692,7 +722,7 @@ impl Drop for Core {
         if let Some(ext) = self.book.ext() {
             // SAFETY: an installed extension is a leaked `Box<Ext>` (see
             // `make_ext`), and the strand, which owned it, is going.
-            drop(unsafe { Box::from_raw(ext.cast::<Ext>().as_ptr()) });
+            drop(unsafe { Box::from_raw(Ext::of_book(ext).as_ptr()) });
         }
     }
 }
