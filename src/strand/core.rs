@@ -102,6 +102,14 @@ struct Submit {
     posts: Busy<Admission>,
 }
 
+impl Submit {
+    /// Closed itself, or dead.
+    #[inline]
+    fn refuses(&self) -> bool {
+        self.closed.load(SeqCst) || self.dead.load(Acquire)
+    }
+}
+
 impl Ext {
     /// The extension whose book part the book points at, with the
     /// provenance of its box.
@@ -387,15 +395,18 @@ impl Core {
     }
 
     /// Passes the strand on, for an owner that is not the runner (a guard,
-    /// a lock future, a lock request that found the strand idle): lock
-    /// requests next in line are granted right here; at anything else the
-    /// runner takes over.
+    /// a lock future, a lock request that found the strand idle): the book
+    /// lets the owner go, lock requests next in line are granted right
+    /// here, and at anything else the runner takes over.
     ///
     /// # Safety
     ///
     /// The caller owns the strand, gives ownership up by this call, and
     /// `me` is this strand.
     pub(crate) unsafe fn hand_on(&self, me: Whole) {
+        // Here, not only where `next` finds the batch empty: a guard
+        // granted from the runner's batch hands the rest of it on.
+        self.book.released();
         // SAFETY: the caller owns the strand; `next` returning an item means
         // it still does, until `start_runner`.
         unsafe {
@@ -407,8 +418,8 @@ impl Core {
     }
 
     /// Gives up a strand taken with [`acquire_briefly`](Core::acquire_briefly):
-    /// one compare-and-swap when nothing was queued meanwhile,
-    /// [`hand_on`](Core::hand_on) otherwise.
+    /// the book lets the owner go, then one compare-and-swap when nothing
+    /// was queued meanwhile, [`hand_on`](Core::hand_on) otherwise.
     ///
     /// What was queued is not run here (flat combining), though the caller
     /// is on the strand's executor: it would run other callers' sections
@@ -423,6 +434,7 @@ impl Core {
     /// and gives ownership up by this call; `me` is this strand.
     #[inline]
     pub(crate) unsafe fn release_quick(&self, me: Whole) {
+        self.book.released();
         // An owner that took an idle strand has no batch: a strand is idle
         // only once its batch is empty.
         if !self.queue.release_if_empty() {
@@ -492,8 +504,7 @@ impl Core {
     #[inline]
     pub(crate) fn count_queued_in(&self) -> Result<CountedIn<'_>, RejectReason> {
         let ext = self.ext();
-        if ext.submit.closed.load(SeqCst) || ext.submit.dead.load(Acquire) || self.inner.is_closed()
-        {
+        if ext.submit.refuses() || self.inner.is_closed() {
             return Err(RejectReason::Closed);
         }
         ext.submit.posts.enter(|| self.admit())?;
@@ -575,8 +586,7 @@ impl Core {
     /// Closed itself, or dead.
     #[inline]
     fn refused(&self) -> bool {
-        self.ext_if_made()
-            .is_some_and(|ext| ext.submit.closed.load(SeqCst) || ext.submit.dead.load(Acquire))
+        self.ext_if_made().is_some_and(|ext| ext.submit.refuses())
     }
 
     pub(super) fn admission(&self, wait: bool) -> Result<Admission, RejectReason> {

@@ -47,12 +47,12 @@ use std::task::{ready, Context, Poll, Waker};
 
 use super::node;
 use super::queue::{Header, Item, Node, NodeVTable, Pushed, Ran};
-use super::{Data, Shared, StrandMetrics, Whole};
+use super::{Data, Handle, StrandMetrics, Whole};
 use crate::admission::Sink;
 use crate::dump::lock::{LockKind, LockRef};
 use crate::dump::records::{Noted, WaitKey, WaitOn};
 use crate::error::{Panic, PanicPayload, TaskError};
-use crate::executor::{keeps_open, Exec, Executor};
+use crate::executor::Executor;
 use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
 use crate::task::{current_task, current_task_id, current_task_sink, reporting_panics, JoinHandle};
@@ -108,9 +108,7 @@ use crate::task::{current_task, current_task_id, current_task_sink, reporting_pa
 /// assert_eq!(block_on(counter.with(|n| *n)).unwrap(), 800);
 /// ```
 pub struct Guarded<T> {
-    /// One word: the strand counts its handles with its executor instead
-    /// of holding a handle of it, as a `Strand` does.
-    shared: Arc<Shared<Slot<T>>>,
+    shared: Handle<Slot<T>>,
 }
 
 /// The guarded value.
@@ -163,14 +161,13 @@ impl<T: Send + 'static> Guarded<T> {
     /// ```
     #[track_caller]
     pub fn new<E: Executor + Clone>(executor: E, value: T) -> Self {
-        let shared = Shared::new(
-            crate::executor::home_of(&executor),
-            Slot(UnsafeCell::new(value)),
-            std::panic::Location::caller(),
-            keeps_open(&executor),
-        );
-        shared.core.hold_open();
-        Guarded { shared }
+        Guarded {
+            shared: Handle::new(
+                &executor,
+                Slot(UnsafeCell::new(value)),
+                std::panic::Location::caller(),
+            ),
+        }
     }
 
     /// Runs `f` on the value, as a section of the strand, after every
@@ -220,7 +217,7 @@ impl<T: Send + 'static> Guarded<T> {
     {
         let core = &self.shared.core;
         if core.is_dead() {
-            return JoinHandle::failed(TaskError::Cancelled, Exec::of(self.shared.clone()));
+            return JoinHandle::failed(TaskError::Cancelled, self.shared.exec());
         }
         // Closing is checked before taking the strand, not after: the
         // section is then simply ordered before a close that races it, and
@@ -238,12 +235,11 @@ impl<T: Send + 'static> Guarded<T> {
             let entered = frame.enter();
             core.took(Some(id));
             let result = catch_unwind(AssertUnwindSafe(|| f(value)));
-            core.book.released();
             drop(entered);
             // SAFETY: this thread took the strand with `acquire_briefly`
             // and gives it up.
             unsafe { core.release_quick(Whole::of(&self.shared)) };
-            let exec = Exec::of(self.shared.clone());
+            let exec = self.shared.exec();
             return match result {
                 Ok(v) => JoinHandle::ready(v, exec),
                 // Where a queued section's panic would go if nobody
@@ -258,7 +254,7 @@ impl<T: Send + 'static> Guarded<T> {
                 ),
             };
         }
-        let exec = Exec::of(self.shared.clone());
+        let exec = self.shared.exec();
         let counted = match core.count_queued_in() {
             Ok(counted) => counted,
             Err(reason) => return JoinHandle::failed(TaskError::Rejected(reason), exec),
@@ -457,16 +453,9 @@ impl<T: Send + 'static> Guarded<T> {
 
 impl<T> Clone for Guarded<T> {
     fn clone(&self) -> Self {
-        self.shared.core.hold_open();
         Guarded {
             shared: self.shared.clone(),
         }
-    }
-}
-
-impl<T> Drop for Guarded<T> {
-    fn drop(&mut self) {
-        self.shared.core.let_go();
     }
 }
 
@@ -546,7 +535,7 @@ impl LockState {
                     let key = WaitKey::of(&core.book);
                     crate::task::note_wait(noted, key, || {
                         WaitOn::Lock(LockRef::new(
-                            guarded.shared.clone(),
+                            Arc::clone(&guarded.shared),
                             |shared| &shared.core.book,
                             Slot::<T>::kind,
                         ))
@@ -575,11 +564,9 @@ impl LockState {
             LockState::Unrequested | LockState::Done => false,
         };
         if owns {
-            let core = &guarded.shared.core;
-            core.book.released();
             // SAFETY: the request was granted (or found the strand idle)
             // and no guard took over: the request owns the strand.
-            unsafe { core.hand_on(Whole::of(&guarded.shared)) };
+            unsafe { guarded.shared.core.hand_on(Whole::of(&guarded.shared)) };
         }
         // Only now: dropping the request may drop a user's waker, which
         // may panic, and the strand must be passed on first.
@@ -698,10 +685,9 @@ impl<T> DerefMut for OwnedGuard<T> {
 
 impl<T> Drop for OwnedGuard<T> {
     fn drop(&mut self) {
-        let core = &self.guarded.shared.core;
-        core.book.released();
+        let shared = &self.guarded.shared;
         // SAFETY: the guard owns the strand (see `deref`) and gives it up.
-        unsafe { core.hand_on(Whole::of(&self.guarded.shared)) };
+        unsafe { shared.core.hand_on(Whole::of(shared)) };
     }
 }
 
@@ -760,10 +746,9 @@ impl<T> DerefMut for Guard<'_, T> {
 
 impl<T> Drop for Guard<'_, T> {
     fn drop(&mut self) {
-        let core = &self.guarded.shared.core;
-        core.book.released();
+        let shared = &self.guarded.shared;
         // SAFETY: the guard owns the strand (see `deref`) and gives it up.
-        unsafe { core.hand_on(Whole::of(&self.guarded.shared)) };
+        unsafe { shared.core.hand_on(Whole::of(shared)) };
     }
 }
 

@@ -162,25 +162,9 @@ use queue::Item;
 /// block_on(strand.run(|| ())).unwrap();
 /// assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
 /// ```
+#[derive(Clone)]
 pub struct Strand {
-    /// One word: the strand counts its handles with its executor instead
-    /// of holding a handle of it (see `Shared::hold_open`).
-    shared: Arc<Shared<()>>,
-}
-
-impl Clone for Strand {
-    fn clone(&self) -> Self {
-        self.shared.core.hold_open();
-        Strand {
-            shared: self.shared.clone(),
-        }
-    }
-}
-
-impl Drop for Strand {
-    fn drop(&mut self) {
-        self.shared.core.let_go();
-    }
+    shared: Handle<()>,
 }
 
 /// Counters of a strand, for tuning and benchmarks.
@@ -254,14 +238,9 @@ impl Strand {
     /// ```
     #[track_caller]
     pub fn new<E: Executor + Clone>(executor: E) -> Strand {
-        let shared = Shared::new(
-            home_of(&executor),
-            (),
-            std::panic::Location::caller(),
-            keeps_open(&executor),
-        );
-        shared.core.hold_open();
-        Strand { shared }
+        Strand {
+            shared: Handle::new(&executor, (), std::panic::Location::caller()),
+        }
     }
 
     /// Submits `f` to run on the strand later, never inside this call
@@ -402,7 +381,7 @@ impl Own for Strand {
     }
 
     fn home(&self) -> Option<Exec> {
-        Some(Exec::of(self.shared.clone()))
+        Some(self.shared.exec())
     }
 
     fn keeps_open(&self) -> bool {
@@ -431,6 +410,57 @@ impl fmt::Debug for Strand {
 pub(crate) struct Shared<D> {
     pub(crate) core: Core,
     pub(crate) data: D,
+}
+
+/// A user's handle of a strand (a `Strand`'s, a `Guarded`'s): one word.
+/// It keeps the strand's executor open if the handle the strand was made
+/// over did, by the executor's own count of its handles (see
+/// `Core::hold_open`), rather than by holding a handle of it.
+pub(crate) struct Handle<D>(Arc<Shared<D>>);
+
+impl<D: Data> Handle<D> {
+    /// A new strand guarding `data`, over `executor`, made at `location`.
+    pub(crate) fn new<E: Executor + Clone>(
+        executor: &E,
+        data: D,
+        location: &'static std::panic::Location<'static>,
+    ) -> Self {
+        let shared = Shared::new(home_of(executor), data, location, keeps_open(executor));
+        shared.core.hold_open();
+        Handle(shared)
+    }
+}
+
+impl<D> Handle<D> {
+    /// The strand as an executor: what its tasks and sections' handles
+    /// hold, which keeps the strand alive, not its executor open.
+    pub(crate) fn exec(&self) -> Exec
+    where
+        D: Data,
+    {
+        Exec::of(self.0.clone())
+    }
+}
+
+impl<D> Clone for Handle<D> {
+    fn clone(&self) -> Self {
+        self.0.core.hold_open();
+        Handle(self.0.clone())
+    }
+}
+
+impl<D> Drop for Handle<D> {
+    fn drop(&mut self) {
+        self.0.core.let_go();
+    }
+}
+
+impl<D> std::ops::Deref for Handle<D> {
+    type Target = Arc<Shared<D>>;
+
+    fn deref(&self) -> &Arc<Shared<D>> {
+        &self.0
+    }
 }
 
 /// What a strand guards, as dumps name it.
