@@ -19,9 +19,9 @@
 //!   pool (so none runs on the spot), awaited after.
 //!
 //! `BENCH_ROUNDS` sets the number of timed rounds (default 9); `BENCH_ONLY`
-//! runs only the contenders whose name contains it (`with`, `lock`,
+//! runs only the contenders it names, comma-separated (`with`, `lock`,
 //! `tokio`, `async-lock`, `std mutex`, `threads with`, `threads lock`,
-//! `threads std mutex`, `post`, `queued with`); `BENCH_N` the task counts
+//! `threads std mutex`, `post`, `posts std mutex`, `queued with`); `BENCH_N` the task counts
 //! of the contention table (default `2,8,64,512`).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -49,14 +49,17 @@ const POSTS: usize = 100_000;
 
 /// Warms each contender up once, then runs `rounds` rounds in which each
 /// runs once, interleaved so that drift in the machine's load hits all of
-/// them alike; the median per contender. Contenders whose name does not
-/// contain `BENCH_ONLY` are skipped (`None`).
+/// them alike; the median per contender. Contenders not named in
+/// `BENCH_ONLY` (when it is set) are skipped (`None`).
 fn measure_interleaved<const N: usize>(
     rounds: usize,
     mut fs: [(&str, &mut dyn FnMut()); N],
 ) -> [Option<Duration>; N] {
-    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    let on: [bool; N] = std::array::from_fn(|i| fs[i].0.contains(&*only));
+    let only = std::env::var("BENCH_ONLY").ok();
+    let on: [bool; N] = std::array::from_fn(|i| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|name| name.trim() == fs[i].0))
+    });
     let mut times: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::with_capacity(rounds));
     for round in 0..=rounds {
         for ((_, f), (t, on)) in fs.iter_mut().zip(times.iter_mut().zip(on)) {
@@ -382,7 +385,7 @@ fn main() {
         rounds,
         [
             ("post", &mut || strand_posts(&strand)),
-            ("std mutex", &mut || mutex_increments(&mutex)),
+            ("posts std mutex", &mut || mutex_increments(&mutex)),
         ],
     );
     let total =

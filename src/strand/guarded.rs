@@ -765,12 +765,6 @@ const REGISTERED: usize = 1;
 const GRANTED: usize = 2;
 const CANCELLED: usize = 3;
 
-#[cfg(not(loom))]
-std::thread_local! {
-    /// A granted lock request's allocation, for the thread's next request.
-    static SPARE: std::cell::Cell<Option<Arc<Waiter>>> = const { std::cell::Cell::new(None) };
-}
-
 /// A lock request in a strand's queue: a queue node shared (as an `Arc`)
 /// by the queue and the lock future. See the module's ground rules.
 #[repr(C)]
@@ -811,28 +805,19 @@ impl Waiter {
     /// request is done with its allocation while the next `lock` on the
     /// thread needs one), else a new one.
     fn reuse_or_new() -> Arc<Waiter> {
-        #[cfg(not(loom))]
-        // `try_with`: not during the thread's teardown.
-        if let Ok(Some(waiter)) = SPARE.try_with(std::cell::Cell::take) {
-            return waiter;
-        }
-        Arc::new(Waiter::new())
+        super::recycle::take_spare().unwrap_or_else(|| Arc::new(Waiter::new()))
     }
 
     /// Keeps a granted request (if any) as this thread's spare, if nothing
     /// else holds it any more (the granting owner may still be waking it).
     fn recycle(waiter: Option<Arc<Waiter>>) {
-        #[cfg(not(loom))]
         if let Some(mut waiter) = waiter {
             if let Some(w) = Arc::get_mut(&mut waiter) {
                 // The waker cell and state are this thread's alone now.
                 *w = Waiter::new();
-                // `try_with`: not during the thread's teardown.
-                let _ = SPARE.try_with(|s| s.set(Some(waiter)));
+                super::recycle::keep_spare(waiter);
             }
         }
-        #[cfg(loom)]
-        drop(waiter);
     }
 
     /// The queue's share of the request.

@@ -106,6 +106,7 @@ mod guarded;
 mod keyed;
 mod node;
 mod queue;
+mod recycle;
 
 pub(crate) use self::core::{Core, Whole};
 
