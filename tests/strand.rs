@@ -1203,6 +1203,49 @@ fn posts_queued_behind_an_outside_guard_keep_a_closing_pool_until_they_ran() {
     });
 }
 
+/// The pool's admission covers posts only while they are outstanding: a
+/// guard granted (to a thread outside the pool) after the posts queued
+/// before it ran does not keep a closing pool waiting, since nothing is
+/// left for the pool to run.
+#[test]
+fn a_guard_granted_after_the_posts_ran_does_not_keep_a_closing_pool() {
+    within("a guard after posts", || {
+        let cpu = pool(1);
+        let g = Guarded::new(cpu.clone(), 0u32);
+        let first = block_on(g.lock());
+        for _ in 0..10 {
+            g.post(|v| *v += 1);
+        }
+        let (queued_tx, queued) = mpsc::channel();
+        let (granted_tx, granted) = mpsc::channel();
+        let (release_tx, release) = mpsc::channel::<()>();
+        let waiter = {
+            let g = g.clone();
+            thread::spawn(move || {
+                // In line behind the posts from here on.
+                let request = g.lock();
+                queued_tx.send(()).unwrap();
+                let guard = block_on(request);
+                granted_tx.send(*guard).unwrap();
+                release.recv().unwrap();
+                drop(guard);
+            })
+        };
+        queued.recv().unwrap();
+        drop(first);
+        assert_eq!(
+            granted.recv().unwrap(),
+            10,
+            "the posts ran before the grant"
+        );
+        // The guard is held outside the pool: the shutdown returns anyway.
+        cpu.shutdown().unwrap();
+        release_tx.send(()).unwrap();
+        waiter.join().unwrap();
+        assert_eq!(*g.try_lock().unwrap(), 10);
+    });
+}
+
 /// A task holding one lock runs a `with` section of another strand on the
 /// spot while a section queued behind it (from outside the pool) waits for
 /// that very lock. The queued section must run elsewhere (the runner),

@@ -11,7 +11,7 @@ use std::task::{Context, Poll, Waker};
 
 use crossbeam_utils::CachePadded;
 
-use super::busy::Busy;
+use super::cover::Cover;
 use super::queue::{Item, List, OwnerCell, Peek, Pushed, Queue, Ran, Taken};
 use super::{Shared, StrandMetrics};
 use crate::admission::{past_limit, Admission, Sink};
@@ -97,9 +97,9 @@ struct Submit {
     /// Set once, by the runner's drop as owner: the strand has no runner
     /// any more (Shutdown step 2).
     dead: AtomicBool,
-    /// Posted closures outstanding, and the one admission of `inner`
-    /// that covers them.
-    posts: Busy<Admission>,
+    /// The one admission of `inner` that covers the posts and queued
+    /// sections (see `cover`).
+    posts: Cover<Admission>,
 }
 
 impl Submit {
@@ -124,10 +124,10 @@ impl Ext {
     }
 }
 
-/// A post or a queued section counted in by [`Core::count_queued_in`]:
-/// queue it with [`Core::submit_counted`].
+/// A post or a queued section that [`Core::accept_queued`] accepted:
+/// queue it with [`Core::submit_covered`].
 /// It also says that the extension is made.
-pub(crate) struct CountedIn<'a>(PhantomData<&'a Core>);
+pub(crate) struct Accepted<'a>(PhantomData<&'a Core>);
 
 /// A pointer to a strand's core with the provenance of the strand's whole
 /// allocation (from an `Arc` or an `Exec` of it, not from a reference):
@@ -207,7 +207,7 @@ impl Core {
             submit: CachePadded::new(Submit {
                 closed: AtomicBool::new(false),
                 dead: AtomicBool::new(false),
-                posts: Busy::new(),
+                posts: Cover::new(),
             }),
             book: self.book.new_ext(),
             batch: OwnerCell::new(List::default()),
@@ -240,13 +240,27 @@ impl Core {
         self.push_and_start(me, item);
     }
 
-    /// Queues `item`, a post or a section that [`count_queued_in`]
-    /// counted in (which made the extension).
+    /// Queues `item`, a post or a section that [`accept_queued`]
+    /// accepted (which made the extension), covered by the strand's
+    /// admission of its executor (see `cover`). If no admission is held
+    /// and the executor refuses one, the item comes back with the reason.
     ///
-    /// [`count_queued_in`]: Core::count_queued_in
+    /// [`accept_queued`]: Core::accept_queued
     #[inline]
-    pub(super) fn submit_counted(&self, _: CountedIn<'_>, me: Whole, item: Item) {
-        self.push_and_start(me, item);
+    pub(super) fn submit_covered(
+        &self,
+        _: Accepted<'_>,
+        me: Whole,
+        item: Item,
+    ) -> Result<(), (RejectReason, Item)> {
+        let ext = self.ext();
+        let cover = || ext.submit.posts.hold(|| self.admit());
+        match self.queue.push_covered(item, cover)? {
+            Pushed::Queued => {}
+            // SAFETY: the push made this thread the owner.
+            Pushed::Owned => unsafe { self.start_runner(me) },
+        }
+        Ok(())
     }
 
     #[inline]
@@ -321,14 +335,10 @@ impl Core {
     /// the strand: it granted a lock request (the strand is parked), or
     /// found nothing queued (the strand is idle).
     ///
-    /// `posts` is how many posts the caller has run or dropped since it
-    /// last counted out: they are counted out here before the strand may
-    /// be given up, so that nothing of the strand is touched after.
-    ///
     /// # Safety
     ///
     /// The caller owns the strand.
-    unsafe fn next(&self, posts: &mut usize) -> Option<Item> {
+    unsafe fn next(&self) -> Option<Item> {
         loop {
             let ext = self.ext_if_made();
             // SAFETY: the caller owns the strand.
@@ -344,15 +354,25 @@ impl Core {
                     // nothing held.
                     // Whatever the runner ran last lets go (see `run`).
                     self.book.released();
-                    let held = ext.and_then(|ext| {
-                        ext.submit.posts.leave(std::mem::take(posts));
-                        // SAFETY: the caller owns the strand.
-                        unsafe { ext.held.with_mut(Option::take) }
-                    });
+                    // SAFETY: the caller owns the strand.
+                    let held = ext.and_then(|ext| unsafe { ext.held.with_mut(Option::take) });
                     match self.queue.take() {
                         Taken::Released => {
                             drop(held);
                             return None;
+                        }
+                        Taken::Covered => {
+                            // Covered means something was queued: the
+                            // extension is made.
+                            let ext = self.ext();
+                            if ext.submit.posts.drop_if(|| self.queue.uncover(true)) {
+                                drop(held);
+                                return None;
+                            }
+                            // Pushed meanwhile: still the owner, to take it.
+                            // SAFETY: the caller owns the strand.
+                            unsafe { ext.held.with_mut(|h| *h = held) };
+                            continue;
                         }
                         Taken::Batch(list, n) => {
                             // Made before its items were pushed.
@@ -376,8 +396,15 @@ impl Core {
                     let ext = self.ext();
                     // A granted request owns the strand (it is parked); its
                     // lock future or guard borrows the `Guarded`, which
-                    // keeps the strand alive meanwhile.
-                    ext.submit.posts.leave(std::mem::take(posts));
+                    // keeps the strand alive meanwhile. With nothing else
+                    // in line, no post is left for the admission to cover:
+                    // it goes now, not when the guard is given up.
+                    if self.queue.covers_nothing()
+                        // SAFETY: the caller owns the strand.
+                        && unsafe { ext.batch.with_mut(|b| b.is_empty()) }
+                    {
+                        ext.submit.posts.drop_if(|| self.queue.uncover(false));
+                    }
                     self.book.released();
                     // SAFETY: the caller owns the strand until the grant.
                     let held = unsafe { ext.held.with_mut(Option::take) };
@@ -410,7 +437,7 @@ impl Core {
         // SAFETY: the caller owns the strand; `next` returning an item means
         // it still does, until `start_runner`.
         unsafe {
-            if let Some(item) = self.next(&mut 0) {
+            if let Some(item) = self.next() {
                 self.ext().batch.with_mut(|b| b.push_front(item));
                 self.start_runner(me);
             }
@@ -449,13 +476,12 @@ impl Core {
         let _entered = frame.enter();
         // Made before the first item was pushed, and the runner with it.
         let ext = self.ext();
-        let mut posts = 0;
         // The runner's own id, looked up at its first queued section.
         let mut runner = None;
         for _ in 0..BUDGET {
             // SAFETY: the runner is polled only after an owner handed the
             // strand over to it (ground rule 4).
-            match unsafe { self.next(&mut posts) } {
+            match unsafe { self.next() } {
                 Some(Item::Task(runnable)) => {
                     frame.set_task(task_id(runnable.metadata()));
                     self.book.held_by(Some(runnable.metadata().id()), &ext.book);
@@ -470,7 +496,6 @@ impl Core {
                     // section is also listed as running, by its own id and
                     // call site.
                     frame.set_task(frame.outer());
-                    posts += 1;
                     let about = call.about();
                     let holder = about.and_then(|_| *runner.get_or_insert_with(current_task));
                     self.book.held_by(holder, &ext.book);
@@ -491,24 +516,22 @@ impl Core {
                 None => return Poll::Pending,
             }
         }
-        ext.submit.posts.leave(posts);
         self.book.released();
         // Still the owner: run again after the executor's other work.
         cx.waker().wake_by_ref();
         Poll::Pending
     }
 
-    /// Counts a post or a queued section in, unless the strand refuses it
+    /// Accepts a post or a queued section, unless the strand refuses it
     /// (closed, dead, or over a closed executor): the reason then, and the
     /// work is not queued.
     #[inline]
-    pub(crate) fn count_queued_in(&self) -> Result<CountedIn<'_>, RejectReason> {
+    pub(crate) fn accept_queued(&self) -> Result<Accepted<'_>, RejectReason> {
         let ext = self.ext();
         if ext.submit.refuses() || self.inner.is_closed() {
             return Err(RejectReason::Closed);
         }
-        ext.submit.posts.enter(|| self.admit())?;
-        Ok(CountedIn(PhantomData))
+        Ok(Accepted(PhantomData))
     }
 
     /// Where a panic of queued work goes that nobody reads (a post's, a
@@ -550,13 +573,11 @@ impl Core {
     ///
     /// The caller owns the strand, and gives ownership up by this call.
     unsafe fn drain_dead(&self) {
-        let mut posts = 0;
         // SAFETY: the caller owns the strand while `next` returns items.
-        while let Some(item) = unsafe { self.next(&mut posts) } {
+        while let Some(item) = unsafe { self.next() } {
             match item {
                 Item::Task(runnable) => drop(runnable),
                 Item::Node(call) => {
-                    posts += 1;
                     if let Some(payload) = call.discard() {
                         self.report_post_panic(payload);
                     }

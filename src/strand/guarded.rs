@@ -255,8 +255,8 @@ impl<T: Send + 'static> Guarded<T> {
             };
         }
         let exec = self.shared.exec();
-        let counted = match core.count_queued_in() {
-            Ok(counted) => counted,
+        let accepted = match core.accept_queued() {
+            Ok(accepted) => accepted,
             Err(reason) => return JoinHandle::failed(TaskError::Rejected(reason), exec),
         };
         let slot = SlotPtr(self.shared.data.0.get());
@@ -273,9 +273,17 @@ impl<T: Send + 'static> Guarded<T> {
             &core.book,
             Slot::<T>::kind,
         );
-        let handle = JoinHandle::section(done, exec);
-        core.submit_counted(counted, Whole::of(&self.shared), item);
-        handle
+        match core.submit_covered(accepted, Whole::of(&self.shared), item) {
+            Ok(()) => JoinHandle::section(done, exec),
+            Err((reason, item)) => {
+                // Never queued: dropped unrun, and its completion with it.
+                drop(item);
+                // SAFETY: `done` holds the reference the handle would have
+                // taken over.
+                unsafe { crate::task::completion::Common::release(done.cast()) };
+                JoinHandle::failed(TaskError::Rejected(reason), exec)
+            }
+        }
     }
 
     /// Requests the strand for a section in the caller's task. The request

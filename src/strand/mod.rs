@@ -100,8 +100,8 @@
 //! assert_eq!(most.load(Ordering::SeqCst), 1); // never two at once
 //! ```
 
-mod busy;
 mod core;
+mod cover;
 mod guarded;
 mod keyed;
 mod node;
@@ -500,9 +500,11 @@ impl<D: Data> Shared<D> {
     where
         F: FnOnce() + Send + 'static,
     {
-        if let Ok(counted) = self.core.count_queued_in() {
-            self.core
-                .submit_counted(counted, Whole::of(self), queue::call(f));
+        if let Ok(accepted) = self.core.accept_queued() {
+            // Refused (no admission to be had): the closure is dropped.
+            let _ = self
+                .core
+                .submit_covered(accepted, Whole::of(self), queue::call(f));
         }
     }
 

@@ -10,18 +10,29 @@
 //!  head = top item's word | OWNED  owned; the stack holds what was submitted
 //!  head = QUICK                    owned by a section run on the spot, and
 //!                                  nothing submitted yet
+//!  ... | COVERED                   also: the strand holds an admission of
+//!                                  its executor for the posts it has
 //! ```
 //!
 //! - A submission is one compare-and-swap that links the item on top and
 //!   sets `OWNED`. The submitter that finds `OWNED` clear has taken the
 //!   strand over and must start it ([`Pushed::Owned`]).
-//! - The owner takes everything submitted so far with one swap
+//! - The owner takes everything submitted so far with one atomic AND
 //!   ([`Queue::take`]); when there is nothing, one compare-and-swap clears
 //!   `OWNED` and the strand is idle.
 //! - `QUICK` is `OWNED` plus a hint for those who want the strand: its
 //!   owner is running a short synchronous section and will give the strand
 //!   up in a moment, so spinning a little beats queueing. The first push
 //!   replaces it with an ordinary owned head.
+//! - `COVERED` says that an admission of the strand's executor is held
+//!   (a closing pool waits for it), on behalf of every post and queued
+//!   section in the stack or in the owner's batch. A post is pushed
+//!   with `COVERED` set; one that finds it clear first makes sure an
+//!   admission is held, and pushes under the lock that guards it
+//!   ([`Queue::push_covered`]). Only whoever gives the strand up with
+//!   nothing queued clears it ([`Taken::Covered`]), under that same lock,
+//!   and drops the admission. So a post costs no count of its own: while
+//!   the strand is covered, its push is the one atomic operation it makes.
 //!
 //! Only pushes and whole-stack swaps touch `head`, never a single pop, so
 //! the ABA problem of Treiber stacks does not arise: a push whose CAS
@@ -32,6 +43,7 @@
 //! strand's [`Item`]s are task runnables (linked through their
 //! `TaskInfo`) and [`Node`]s (a posted closure, a lock request).
 
+use std::convert::Infallible;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -54,12 +66,20 @@ const OWNED: usize = 0b001;
 /// small.
 const QUICK: usize = 0b011;
 
+/// Set while an admission covers the posts in the stack and the owner's
+/// batch (see the module docs). Never with `QUICK`: a strand is taken on
+/// the spot only when idle, and idle means uncovered.
+const COVERED: usize = 0b100;
+
+/// The bits of `head` that are not the top item's word.
+const STATE: usize = OWNED | COVERED;
+
 /// The top item's word in `head`, or 0.
 fn top(head: usize) -> usize {
-    if head <= QUICK {
+    if head & !(STATE | QUICK) == 0 {
         0
     } else {
-        head & !OWNED
+        head & !STATE
     }
 }
 
@@ -67,8 +87,9 @@ fn top(head: usize) -> usize {
 ///
 /// # Safety
 ///
-/// - [`into_word`](Link::into_word) returns a word above 3 with bit 0 clear
-///   (a pointer to something aligned to 4 or more, perhaps tagged in bit 1),
+/// - [`into_word`](Link::into_word) returns a word above 7 with bits 0 and
+///   2 clear (a pointer to something aligned to 8 or more, perhaps tagged
+///   in bit 1),
 ///   which [`from_word`](Link::from_word) turns back into the same value;
 /// - while the value is a word, [`next`](Link::next) and
 ///   [`set_next`](Link::set_next) read and write a link slot that belongs to
@@ -128,6 +149,10 @@ pub(crate) enum Taken<I: Link> {
     /// Nothing was submitted; the strand is idle and the caller no longer
     /// owns it.
     Released,
+    /// Nothing was submitted, but the strand is covered: the caller still
+    /// owns it, and gives it up with [`Queue::release_covered`] under the
+    /// lock of the admission, which it then drops.
+    Covered,
 }
 
 /// The submission stack and ownership word. See the module docs.
@@ -156,25 +181,73 @@ impl<I: Link> Queue<I> {
     /// after a pause that doubles with each failure (up to 64 spins): two
     /// threads that keep colliding on `head` otherwise trade its cache
     /// line for every attempt (8 posting threads on 2 cores: 10 % faster).
+    /// Leaves `COVERED` as it is.
     #[inline]
     pub(crate) fn push(&self, item: I) -> Pushed {
         let word = item.into_word();
-        debug_assert!(word > 3 && word & OWNED == 0, "a bad item word");
+        match self.push_word(word, None::<fn() -> Result<(), Infallible>>) {
+            Ok(pushed) => pushed,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Submits `item`, a post or a queued section, covered: if `head` does
+    /// not show `COVERED`, `cover` first makes sure an admission is held
+    /// and returns its lock, held until the push has set `COVERED` (so no
+    /// owner can clear it and drop the admission in between). If `cover`
+    /// fails, nothing is pushed and the item comes back with the error.
+    #[inline]
+    pub(crate) fn push_covered<G, E>(
+        &self,
+        item: I,
+        cover: impl FnOnce() -> Result<G, E>,
+    ) -> Result<Pushed, (E, I)> {
+        let word = item.into_word();
+        // SAFETY: `word` came from `into_word` just above and was not
+        // published: the failed push hands it back.
+        self.push_word(word, Some(cover))
+            .map_err(|e| (e, unsafe { I::from_word(word) }))
+    }
+
+    #[inline]
+    fn push_word<G, E>(
+        &self,
+        word: usize,
+        mut cover: Option<impl FnOnce() -> Result<G, E>>,
+    ) -> Result<Pushed, E> {
+        debug_assert!(word > STATE && word & STATE == 0, "a bad item word");
+        let covers = cover.is_some();
+        let mut lock = None;
         let mut head = self.head.load(Relaxed);
         let mut backoff = 1u32;
         loop {
+            if head & COVERED == 0 {
+                if let Some(cover) = cover.take() {
+                    lock = Some(cover()?);
+                    // Under the lock now: nobody clears `COVERED` until
+                    // the push below sets it.
+                    head = self.head.load(Relaxed);
+                }
+            }
             // SAFETY: `word` is ours until the CAS below publishes it.
             unsafe { I::set_next(word, top(head)) };
+            let covered = if covers { COVERED } else { head & COVERED };
             // Release publishes the item (and its link) to the owner that
-            // swaps it out. Acquire matters when `OWNED` was clear: the
-            // caller becomes the owner and must see what the previous owner
+            // takes it. Acquire matters when `OWNED` was clear: the caller
+            // becomes the owner and must see what the previous owner
             // released.
             match self
                 .head
-                .compare_exchange_weak(head, word | OWNED, AcqRel, Relaxed)
+                .compare_exchange_weak(head, word | OWNED | covered, AcqRel, Relaxed)
             {
-                Ok(_) if head & OWNED != 0 => return Pushed::Queued,
-                Ok(_) => return Pushed::Owned,
+                Ok(_) => {
+                    drop(lock);
+                    return Ok(if head & OWNED != 0 {
+                        Pushed::Queued
+                    } else {
+                        Pushed::Owned
+                    });
+                }
                 Err(_) => {
                     for _ in 0..backoff {
                         std::hint::spin_loop();
@@ -216,7 +289,7 @@ impl<I: Link> Queue<I> {
     /// The strand's state right now (stale as soon as it returns).
     #[inline]
     pub(crate) fn peek(&self) -> Peek {
-        match self.head.load(Relaxed) {
+        match self.head.load(Relaxed) & !COVERED {
             0 => Peek::Idle,
             OWNED => Peek::Busy,
             QUICK => Peek::Quick,
@@ -225,12 +298,16 @@ impl<I: Link> Queue<I> {
     }
 
     /// For the owner: everything submitted so far as a FIFO batch, or, if
-    /// nothing was, gives up ownership.
+    /// nothing was, gives up ownership (unless the strand is covered: see
+    /// [`Taken::Covered`]).
     pub(crate) fn take(&self) -> Taken<I> {
         let mut head = self.head.load(Relaxed);
         loop {
             debug_assert!(head & OWNED != 0, "take by a non-owner");
-            if head == OWNED || head == QUICK {
+            if top(head) == 0 {
+                if head & COVERED != 0 {
+                    return Taken::Covered;
+                }
                 // Release hands what this owner wrote (its batch cursor, the
                 // strand's counters) to whoever owns the strand next.
                 match self.head.compare_exchange(head, 0, Release, Relaxed) {
@@ -239,13 +316,35 @@ impl<I: Link> Queue<I> {
                 }
                 continue;
             }
-            // Acquire: see the items (and links) the pushes released.
-            let top = top(self.head.swap(OWNED, Acquire));
+            // Acquire: see the items (and links) the pushes released. The
+            // strand stays owned, and covered if it was.
+            let top = top(self.head.fetch_and(STATE, Acquire));
             // SAFETY: the swap took the stack out of the queue: its items
             // are ours alone.
             let (list, n) = unsafe { List::reversed(top) };
             return Taken::Batch(list, n);
         }
+    }
+}
+
+impl<I: Link> Queue<I> {
+    /// For the owner: the strand is covered and nothing is in the stack
+    /// (stale as soon as it returns, but only the owner clears `COVERED`).
+    #[inline]
+    pub(crate) fn covers_nothing(&self) -> bool {
+        self.head.load(Relaxed) == OWNED | COVERED
+    }
+
+    /// For the owner of a covered strand with nothing queued, under the
+    /// lock of the admission that covers it: clears `COVERED`, and gives
+    /// the strand up too if `release`. `false` if something was pushed
+    /// meanwhile (the caller takes it, still covered).
+    pub(crate) fn uncover(&self, release: bool) -> bool {
+        let to = if release { 0 } else { OWNED };
+        // Release, as in `take`.
+        self.head
+            .compare_exchange(OWNED | COVERED, to, Release, Relaxed)
+            .is_ok()
     }
 }
 
@@ -342,6 +441,11 @@ impl<I: Link> List<I> {
             self.first = I::next(word);
             Some(I::from_word(word))
         }
+    }
+
+    /// `true` if the list holds nothing.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first == 0
     }
 
     /// Puts `item` back in front.
@@ -519,8 +623,8 @@ impl Drop for Node {
     }
 }
 
-/// A posted closure, as a node. Its strand counts it (`Busy`), so it holds
-/// no admission of its own.
+/// A posted closure, as a node. Its strand's admission covers it (see
+/// `cover`), so it holds no admission of its own.
 #[repr(C)]
 struct Call<F> {
     header: Header,
@@ -677,8 +781,9 @@ mod loom_model {
 
     struct Item(Box<Node>);
 
-    // SAFETY: a `Box<Node>` pointer is aligned to 4 or more (`Node` holds a
-    // `usize`), so it is above 3 with bit 0 clear; the link is the node's own.
+    // SAFETY: a `Box<Node>` pointer is aligned to 8 (`Node` holds a
+    // `usize`), so it is above 7 with bits 0 to 2 clear; the link is the
+    // node's own.
     unsafe impl Link for Item {
         fn into_word(self) -> usize {
             Box::into_raw(self.0) as usize
@@ -754,6 +859,7 @@ mod loom_model {
             loop {
                 match self.queue.take() {
                     Taken::Released => return,
+                    Taken::Covered => unreachable!("nothing here covers"),
                     Taken::Batch(list, _) => {
                         for Item(node) in list {
                             // SAFETY: inside `drain` this thread owns the strand.
@@ -837,5 +943,128 @@ mod loom_model {
                 }
             }
         });
+    }
+
+    /// A stand-in admission: counts how many are alive.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, SeqCst);
+        }
+    }
+
+    /// A strand whose posts are covered by an admission (see `cover`).
+    struct Posts {
+        queue: Queue<Item>,
+        cover: super::super::cover::Cover<Counted>,
+        /// Admissions alive.
+        live: Arc<AtomicUsize>,
+        ran: AtomicUsize,
+    }
+
+    impl Posts {
+        fn new() -> Arc<Posts> {
+            Arc::new(Posts {
+                queue: Queue::new(),
+                cover: super::super::cover::Cover::new(),
+                live: Arc::new(AtomicUsize::new(0)),
+                ran: AtomicUsize::new(0),
+            })
+        }
+
+        /// Posts an item, asking for an admission if the strand is not
+        /// covered (`refused`: the executor refuses it); drains if the push
+        /// made this thread the owner. Whether the item was queued.
+        fn post(&self, producer: usize, refused: bool) -> bool {
+            let admit = || {
+                if refused {
+                    return Err(());
+                }
+                self.live.fetch_add(1, SeqCst);
+                Ok(Counted(self.live.clone()))
+            };
+            match self
+                .queue
+                .push_covered(item(producer, 0, false), || self.cover.hold(admit))
+            {
+                Ok(Pushed::Owned) => {
+                    self.drain();
+                    true
+                }
+                Ok(Pushed::Queued) => true,
+                Err(((), _)) => false,
+            }
+        }
+
+        /// The owner: runs batches, checking that an admission covers each
+        /// item, until it gives the strand up (dropping the admission if it
+        /// was covered).
+        fn drain(&self) {
+            loop {
+                match self.queue.take() {
+                    Taken::Released => return,
+                    Taken::Covered => {
+                        if self.cover.drop_if(|| self.queue.uncover(true)) {
+                            return;
+                        }
+                    }
+                    Taken::Batch(list, _) => {
+                        for _ in list {
+                            assert!(self.live.load(SeqCst) >= 1, "a queued post is covered");
+                            self.ran.fetch_add(1, SeqCst);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Two posters race each other and the owner that drains and gives
+    /// the strand up (the second one's admission refused, if `refuse`):
+    /// every queued post is covered when it runs (briefly by two
+    /// admissions, while a poster that lost the race drops its spare),
+    /// and when all ran the strand is idle, uncovered, and no admission is
+    /// left.
+    fn posts_race(refuse: bool, hold_first: bool) {
+        loom::model(move || {
+            let strand = Posts::new();
+            // Holding the strand, as a guard would: the posts queue behind
+            // it with no runner, covered all the same.
+            let held = hold_first && strand.queue.try_acquire(false);
+            let posters: Vec<_> = (0..2)
+                .map(|p| {
+                    let strand = strand.clone();
+                    thread::spawn(move || strand.post(p, refuse && p == 1))
+                })
+                .collect();
+            if held {
+                strand.drain();
+            }
+            let queued = posters
+                .into_iter()
+                .map(|p| p.join().unwrap())
+                .filter(|&q| q)
+                .count();
+            assert!(queued == 2 || refuse);
+            assert_eq!(strand.ran.load(SeqCst), queued, "every queued post ran");
+            assert_eq!(strand.queue.head.load(SeqCst), 0, "idle and uncovered");
+            assert_eq!(strand.live.load(SeqCst), 0, "the admission was dropped");
+        });
+    }
+
+    #[test]
+    fn covered_posts_race_the_owner_that_gives_the_strand_up() {
+        posts_race(false, false);
+    }
+
+    #[test]
+    fn a_refused_post_is_handed_back_and_the_others_stay_covered() {
+        posts_race(true, false);
+    }
+
+    #[test]
+    fn posts_queued_behind_a_holder_are_covered_until_they_run() {
+        posts_race(false, true);
     }
 }
