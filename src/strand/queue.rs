@@ -223,7 +223,12 @@ impl<I: Link> Queue<I> {
         loop {
             if head & COVERED == 0 {
                 if let Some(cover) = cover.take() {
-                    lock = Some(cover()?);
+                    // `cover` may run a user's executor code, which may
+                    // panic: the item is dropped then, not leaked.
+                    let unpushed = Unpushed::<I>(word, PhantomData);
+                    let covered = cover();
+                    std::mem::forget(unpushed);
+                    lock = Some(covered?);
                     // Under the lock now: nobody clears `COVERED` until
                     // the push below sets it.
                     head = self.head.load(Relaxed);
@@ -324,6 +329,17 @@ impl<I: Link> Queue<I> {
             let (list, n) = unsafe { List::reversed(top) };
             return Taken::Batch(list, n);
         }
+    }
+}
+
+/// An item word not yet pushed, dropped as its item if a push unwinds.
+struct Unpushed<I: Link>(usize, PhantomData<I>);
+
+impl<I: Link> Drop for Unpushed<I> {
+    fn drop(&mut self) {
+        // SAFETY: the word came from `into_word` and was not published
+        // (the push unwinds before its compare-and-swap).
+        drop(unsafe { I::from_word(self.0) });
     }
 }
 
