@@ -498,6 +498,54 @@ impl Executor for Discard {
     }
 }
 
+/// An executor that says it is open once, then panics in `is_closed`:
+/// a strand asks it at a post's acceptance, then again for the admission
+/// that covers the post, made at its push.
+#[derive(Clone)]
+struct ClosedCheckPanicsSecond(Arc<AtomicUsize>);
+
+impl Executor for ClosedCheckPanicsSecond {
+    fn schedule(&self, runnable: Runnable) {
+        drop(runnable);
+    }
+    fn is_closed(&self) -> bool {
+        if self.0.fetch_add(1, SeqCst) % 2 == 1 {
+            panic!("{TEST_PANIC}");
+        }
+        false
+    }
+}
+
+/// A post whose admission panics (in the executor's `is_closed`, user
+/// code) unwinds into the poster, and its closure is dropped there, once,
+/// not leaked with the node it was placed in.
+#[test]
+fn a_post_whose_admission_panics_drops_its_closure_once() {
+    quiet_test_panics();
+    within("a panicking admission", || {
+        struct Dropped(Arc<AtomicUsize>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, SeqCst);
+            }
+        }
+        let checks = Arc::new(AtomicUsize::new(0));
+        let strand = Strand::new(ClosedCheckPanicsSecond(checks.clone()));
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let captured = Dropped(dropped.clone());
+        let posted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            strand.post(move || drop(captured));
+        }));
+        assert!(posted.is_err(), "the admission's panic reaches the poster");
+        assert_eq!(
+            checks.load(SeqCst),
+            2,
+            "asked at acceptance and at the push"
+        );
+        assert_eq!(dropped.load(SeqCst), 1, "the closure was dropped once");
+    });
+}
+
 #[test]
 fn a_strand_whose_runner_is_thrown_away_cancels_and_refuses() {
     quiet_test_panics();
