@@ -738,6 +738,9 @@ pub type Runnable = async_task::Runnable<TaskInfo>;
 /// assert!(!runnable.metadata().woken_while_running());
 /// runnable.run();
 /// ```
+// Aligned to 8 on every target: a strand's queue word keeps its state in
+// the low three bits of a task's address (see `strand::queue`).
+#[repr(align(8))]
 pub struct TaskInfo(Metadata<Exec, Runnable>);
 
 impl TaskInfo {

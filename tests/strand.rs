@@ -498,39 +498,45 @@ impl Executor for Discard {
     }
 }
 
-/// An executor that says it is open once, then panics in `is_closed`:
-/// a strand asks it at a post's acceptance, then again for the admission
-/// that covers the post, made at its push.
+/// An executor whose `is_closed` says it is open until its `n`th call,
+/// and panics from then on: a strand asks it before it takes a post or a
+/// queued section, and again for the admission that covers them, at the
+/// push.
 #[derive(Clone)]
-struct ClosedCheckPanicsSecond(Arc<AtomicUsize>);
+struct ClosedCheckPanicsFrom(Arc<AtomicUsize>, usize);
 
-impl Executor for ClosedCheckPanicsSecond {
+impl Executor for ClosedCheckPanicsFrom {
     fn schedule(&self, runnable: Runnable) {
         drop(runnable);
     }
     fn is_closed(&self) -> bool {
-        if self.0.fetch_add(1, SeqCst) % 2 == 1 {
+        if self.0.fetch_add(1, SeqCst) + 1 >= self.1 {
             panic!("{TEST_PANIC}");
         }
         false
     }
 }
 
-/// A post whose admission panics (in the executor's `is_closed`, user
-/// code) unwinds into the poster, and its closure is dropped there, once,
-/// not leaked with the node it was placed in.
+/// Counts its drops.
+struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A post, or a `with` section that cannot run on the spot, whose
+/// admission panics (in the executor's `is_closed`, user code) unwinds
+/// into the caller, and its closure is dropped there, once, not leaked
+/// with the node it was placed in.
 #[test]
-fn a_post_whose_admission_panics_drops_its_closure_once() {
+fn work_whose_admission_panics_at_its_push_drops_its_closure_once() {
     quiet_test_panics();
     within("a panicking admission", || {
-        struct Dropped(Arc<AtomicUsize>);
-        impl Drop for Dropped {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, SeqCst);
-            }
-        }
+        // A post asks twice: when it is accepted, and at the push.
         let checks = Arc::new(AtomicUsize::new(0));
-        let strand = Strand::new(ClosedCheckPanicsSecond(checks.clone()));
+        let strand = Strand::new(ClosedCheckPanicsFrom(checks.clone(), 2));
         let dropped = Arc::new(AtomicUsize::new(0));
         let captured = Dropped(dropped.clone());
         let posted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -543,6 +549,23 @@ fn a_post_whose_admission_panics_drops_its_closure_once() {
             "asked at acceptance and at the push"
         );
         assert_eq!(dropped.load(SeqCst), 1, "the closure was dropped once");
+
+        // A `with` from outside the executor asks a third time first: may
+        // it run on the spot?
+        let checks = Arc::new(AtomicUsize::new(0));
+        let g = Guarded::new(ClosedCheckPanicsFrom(checks.clone(), 3), 0u32);
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let captured = Dropped(dropped.clone());
+        let queued = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop(g.with(move |v| {
+                drop(captured);
+                *v += 1;
+            }));
+        }));
+        assert!(queued.is_err(), "the admission's panic reaches the caller");
+        assert_eq!(checks.load(SeqCst), 3);
+        assert_eq!(dropped.load(SeqCst), 1, "the section was dropped once");
+        assert_eq!(*g.try_lock().unwrap(), 0, "and never ran");
     });
 }
 
@@ -1254,7 +1277,8 @@ fn posts_queued_behind_an_outside_guard_keep_a_closing_pool_until_they_ran() {
 /// The pool's admission covers posts only while they are outstanding: a
 /// guard granted (to a thread outside the pool) after the posts queued
 /// before it ran does not keep a closing pool waiting, since nothing is
-/// left for the pool to run.
+/// left for the pool to run; nor does another lock request in line
+/// behind it.
 #[test]
 fn a_guard_granted_after_the_posts_ran_does_not_keep_a_closing_pool() {
     within("a guard after posts", || {
@@ -1264,33 +1288,99 @@ fn a_guard_granted_after_the_posts_ran_does_not_keep_a_closing_pool() {
         for _ in 0..10 {
             g.post(|v| *v += 1);
         }
-        let (queued_tx, queued) = mpsc::channel();
         let (granted_tx, granted) = mpsc::channel();
         let (release_tx, release) = mpsc::channel::<()>();
-        let waiter = {
-            let g = g.clone();
-            thread::spawn(move || {
-                // In line behind the posts from here on.
-                let request = g.lock();
-                queued_tx.send(()).unwrap();
-                let guard = block_on(request);
-                granted_tx.send(*guard).unwrap();
-                release.recv().unwrap();
-                drop(guard);
+        let release = Arc::new(Mutex::new(release));
+        // Two requests in line behind the posts, from threads outside the
+        // pool: each holds its guard until told.
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let (g, granted_tx, release) = (g.clone(), granted_tx.clone(), release.clone());
+                let (queued_tx, queued) = mpsc::channel();
+                let waiter = thread::spawn(move || {
+                    let request = g.lock();
+                    queued_tx.send(()).unwrap();
+                    let mut guard = block_on(request);
+                    granted_tx.send(*guard).unwrap();
+                    release.lock().unwrap().recv().unwrap();
+                    *guard += 100;
+                });
+                queued.recv().unwrap();
+                waiter
             })
-        };
-        queued.recv().unwrap();
+            .collect();
         drop(first);
         assert_eq!(
             granted.recv().unwrap(),
             10,
             "the posts ran before the grant"
         );
-        // The guard is held outside the pool: the shutdown returns anyway.
+        // A guard is held outside the pool, another request waits behind
+        // it: the shutdown returns anyway.
         cpu.shutdown().unwrap();
         release_tx.send(()).unwrap();
+        assert_eq!(granted.recv().unwrap(), 110);
+        release_tx.send(()).unwrap();
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(*g.try_lock().unwrap(), 210);
+    });
+}
+
+/// As above, with the second request made while the posts run (so it is
+/// not in the batch the owner runs, but in line behind it): at the first
+/// grant no post is left anywhere, and the admission goes.
+#[test]
+fn a_request_made_while_the_posts_run_does_not_keep_a_closing_pool() {
+    within("a request during the posts", || {
+        let cpu = pool(1);
+        let g = Guarded::new(cpu.clone(), 0u32);
+        let first = block_on(g.lock());
+        let (go_tx, go) = mpsc::channel::<()>();
+        let (queued_tx, queued) = mpsc::channel::<()>();
+        let (granted_tx, granted) = mpsc::channel();
+        let (release_tx, release) = mpsc::channel::<()>();
+        // The second request, made when the post below says so.
+        let second = {
+            let (g, granted_tx) = (g.clone(), granted_tx.clone());
+            thread::spawn(move || {
+                go.recv().unwrap();
+                let request = g.lock();
+                queued_tx.send(()).unwrap();
+                *block_on(request) += 100;
+                granted_tx.send(()).unwrap();
+            })
+        };
+        g.post(move |v| {
+            *v += 1;
+            go_tx.send(()).unwrap();
+            queued.recv().unwrap();
+        });
+        // The first request, in line behind the post.
+        let (first_queued_tx, first_queued) = mpsc::channel();
+        let waiter = {
+            let g = g.clone();
+            thread::spawn(move || {
+                let request = g.lock();
+                first_queued_tx.send(()).unwrap();
+                let guard = block_on(request);
+                granted_tx.send(()).unwrap();
+                release.recv().unwrap();
+                drop(guard);
+            })
+        };
+        first_queued.recv().unwrap();
+        drop(first);
+        granted.recv().unwrap();
+        // The first request holds the strand outside the pool, the second
+        // waits behind it: the shutdown returns anyway.
+        cpu.shutdown().unwrap();
+        release_tx.send(()).unwrap();
+        granted.recv().unwrap();
         waiter.join().unwrap();
-        assert_eq!(*g.try_lock().unwrap(), 10);
+        second.join().unwrap();
+        assert_eq!(*g.try_lock().unwrap(), 101);
     });
 }
 

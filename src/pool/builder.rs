@@ -218,8 +218,8 @@ impl Builder {
     /// `spawn` waits for room (on a worker of this pool, by running tasks).
     /// Work queued on a [`Strand`](crate::Strand) or a
     /// [`Guarded`](crate::Guarded) over this pool counts toward the bound
-    /// (each queued section and task; a strand's posts count as one while
-    /// any is outstanding) but never waits for room: it may be queued
+    /// (each task; a strand's posts and queued sections count as one while
+    /// any is in line) but never waits for room: it may be queued
     /// behind a section or a guard that is waiting for its submitter, so
     /// waiting could deadlock. `try_spawn` and `try_execute` on a strand
     /// still say `Full`, for back-pressure.

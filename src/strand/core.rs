@@ -78,6 +78,9 @@ struct Ext {
     book: BookExt,
     /// Owner only: the rest of the batch being run, oldest first.
     batch: OwnerCell<List<Item>>,
+    /// Owner only: how many items of `batch` the admission covers (posts
+    /// and queued sections).
+    covered: OwnerCell<usize>,
     /// The runner's waker, and its handle, which cancels it when the
     /// strand goes. Made by the first owner that starts the runner: a
     /// strand that is only ever locked, or whose sections all run on the
@@ -111,6 +114,36 @@ impl Submit {
 }
 
 impl Ext {
+    /// The batch's oldest item, counted out of `covered`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand.
+    unsafe fn pop_front(&self) -> Option<Item> {
+        // SAFETY: the caller owns the strand.
+        let item = unsafe { self.batch.with_mut(List::pop_front) }?;
+        if item.covered() {
+            // SAFETY: as above.
+            unsafe { self.covered.with_mut(|c| *c -= 1) };
+        }
+        Some(item)
+    }
+
+    /// Puts `item`, taken with [`pop_front`](Ext::pop_front), back.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand.
+    unsafe fn push_front(&self, item: Item) {
+        // SAFETY: the caller owns the strand.
+        unsafe {
+            if item.covered() {
+                self.covered.with_mut(|c| *c += 1);
+            }
+            self.batch.with_mut(|b| b.push_front(item));
+        }
+    }
+
     /// The extension whose book part the book points at, with the
     /// provenance of its box.
     ///
@@ -211,6 +244,7 @@ impl Core {
             }),
             book: self.book.new_ext(),
             batch: OwnerCell::new(List::default()),
+            covered: OwnerCell::new(0),
             runner: SetOnce::new(),
             held: OwnerCell::new(None),
             queued: AtomicU64::new(0),
@@ -342,7 +376,7 @@ impl Core {
         loop {
             let ext = self.ext_if_made();
             // SAFETY: the caller owns the strand.
-            let item = match ext.and_then(|ext| unsafe { ext.batch.with_mut(List::pop_front) }) {
+            let item = match ext.and_then(|ext| unsafe { ext.pop_front() }) {
                 Some(item) => item,
                 None => {
                     // Taken out while still the owner: a release gives up
@@ -374,18 +408,19 @@ impl Core {
                             unsafe { ext.held.with_mut(|h| *h = held) };
                             continue;
                         }
-                        Taken::Batch(list, n) => {
+                        Taken::Batch(list, n, covered) => {
                             // Made before its items were pushed.
                             let ext = self.ext();
                             // SAFETY: still the owner (the take returned a
                             // batch).
-                            unsafe { ext.held.with_mut(|h| *h = held) };
+                            unsafe {
+                                ext.held.with_mut(|h| *h = held);
+                                ext.batch.with_mut(|b| b.append(list));
+                                ext.covered.with_mut(|c| *c += covered);
+                            }
                             bump(&ext.batches, 1);
                             bump(&ext.queued, n as u64);
                             trace_event!(batch = n, "strand batch");
-                            // SAFETY: the caller owns the strand (the take
-                            // returned a batch, so it still does).
-                            unsafe { ext.batch.with_mut(|b| *b = list) };
                             continue;
                         }
                     }
@@ -396,15 +431,9 @@ impl Core {
                     let ext = self.ext();
                     // A granted request owns the strand (it is parked); its
                     // lock future or guard borrows the `Guarded`, which
-                    // keeps the strand alive meanwhile. With nothing else
-                    // in line, no post is left for the admission to cover:
-                    // it goes now, not when the guard is given up.
-                    if self.queue.covers_nothing()
-                        // SAFETY: the caller owns the strand.
-                        && unsafe { ext.batch.with_mut(|b| b.is_empty()) }
-                    {
-                        ext.submit.posts.drop_if(|| self.queue.uncover(false));
-                    }
+                    // keeps the strand alive meanwhile.
+                    // SAFETY: the caller owns the strand.
+                    unsafe { self.uncover_if_nothing_covered(ext) };
                     self.book.released();
                     // SAFETY: the caller owns the strand until the grant.
                     let held = unsafe { ext.held.with_mut(Option::take) };
@@ -418,6 +447,35 @@ impl Core {
                 }
                 item => return Some(item),
             }
+        }
+    }
+
+    /// For the owner granting a lock: if no post or queued section is left
+    /// in line (in its batch, or in the stack, which it takes into the
+    /// batch to see), the admission that covers them goes now, not when
+    /// the strand next goes idle: a pool closing meanwhile need not wait
+    /// for a guard held outside it, however many lock requests follow.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand.
+    unsafe fn uncover_if_nothing_covered(&self, ext: &Ext) {
+        if !self.queue.is_covered() {
+            return;
+        }
+        let (list, n, covered) = self.queue.take_stack();
+        bump(&ext.queued, n as u64);
+        // SAFETY: the caller owns the strand.
+        let left = unsafe {
+            ext.batch.with_mut(|b| b.append(list));
+            ext.covered.with_mut(|c| {
+                *c += covered;
+                *c
+            })
+        };
+        if left == 0 {
+            // Fails if a post came meanwhile: it stays covered.
+            ext.submit.posts.drop_if(|| self.queue.uncover(false));
         }
     }
 
@@ -438,7 +496,7 @@ impl Core {
         // it still does, until `start_runner`.
         unsafe {
             if let Some(item) = self.next() {
-                self.ext().batch.with_mut(|b| b.push_front(item));
+                self.ext().push_front(item);
                 self.start_runner(me);
             }
         }

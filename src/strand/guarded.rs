@@ -55,6 +55,7 @@ use crate::error::{Panic, PanicPayload, TaskError};
 use crate::executor::Executor;
 use crate::loom::{AtomicUsize, Ordering::*};
 use crate::section::{self, Frame};
+use crate::task::completion::Common;
 use crate::task::{current_task, current_task_id, current_task_sink, reporting_panics, JoinHandle};
 
 /// Data owned by a strand: an async mutex whose critical sections can run
@@ -273,14 +274,27 @@ impl<T: Send + 'static> Guarded<T> {
             &core.book,
             Slot::<T>::kind,
         );
+        /// The reference of the completion that the handle takes over, let
+        /// go if the section is never queued (refused, or the admission
+        /// unwinds).
+        struct Unqueued(NonNull<Common>);
+        impl Drop for Unqueued {
+            fn drop(&mut self) {
+                // SAFETY: the reference `node::section` made for the handle,
+                // which no handle took.
+                unsafe { Common::release(self.0) };
+            }
+        }
+        let unqueued = Unqueued(done.cast());
         match core.submit_covered(accepted, Whole::of(&self.shared), item) {
-            Ok(()) => JoinHandle::section(done, exec),
+            Ok(()) => {
+                std::mem::forget(unqueued);
+                JoinHandle::section(done, exec)
+            }
             Err((reason, item)) => {
                 // Never queued: dropped unrun, and its completion with it.
                 drop(item);
-                // SAFETY: `done` holds the reference the handle would have
-                // taken over.
-                unsafe { crate::task::completion::Common::release(done.cast()) };
+                drop(unqueued);
                 JoinHandle::failed(TaskError::Rejected(reason), exec)
             }
         }

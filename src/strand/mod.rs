@@ -40,7 +40,9 @@
 //!    taken.
 //! 3. Ownership moves only by: a push or `try_acquire` that finds the strand
 //!    idle (acquire); a take that finds the stack empty (release, the
-//!    strand is idle); waking the runner; granting a waiter. An owner that
+//!    strand is idle), or, on a covered strand, the `uncover` that clears
+//!    the cover and gives the strand up; waking the runner; granting a
+//!    waiter. An owner that
 //!    wakes the runner or grants a waiter touches nothing of the strand
 //!    afterwards.
 //! 4. The runner is woken only by an owner handing the strand over (or by
@@ -246,11 +248,14 @@ impl Strand {
 
     /// Submits `f` to run on the strand later, never inside this call
     /// (asio's `post`). Fire-and-forget, and cheaper than spawning: `f` is
-    /// queued as it is, in one allocation, with no task around it (the
-    /// strand's first queued work also makes its runner task, once). Posts
-    /// are admitted by the executor as a group: while any post of the
-    /// strand is outstanding, a pool counts one live task for them (so
-    /// closing and joining the pool waits for them; a bounded pool counts
+    /// queued as it is, with no task around it and no allocation of its
+    /// own (it goes in a slot of a 4 KiB chunk that the posting thread
+    /// carves, one allocation per chunk; a closure over 256 bytes is
+    /// boxed; the strand's first queued work also makes its runner task,
+    /// once). Posts are admitted by the executor as a group: from a post's
+    /// push until none is left in line (the strand goes idle, or grants a
+    /// lock with no post behind it), a pool counts one live task for them
+    /// (so closing and joining the pool waits for them; a bounded pool counts
     /// it but never makes `post` wait, see
     /// [`max_pending`](crate::pool::Builder::max_pending)), and a post keeps
     /// the strand alive until it has run, as a task of the strand does, so

@@ -118,6 +118,14 @@ pub(crate) unsafe trait Link: Sized {
     /// As for [`from_word`](Link::from_word), and the caller is the only one
     /// touching `word`'s link.
     unsafe fn set_next(word: usize, next: usize);
+
+    /// Whether the item is one the strand's admission covers (`COVERED`):
+    /// a post or a queued section, not a task or a lock request.
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_word`](Link::from_word).
+    unsafe fn covered(word: usize) -> bool;
 }
 
 /// What a push found.
@@ -144,13 +152,14 @@ pub(crate) enum Peek {
 /// What the owner's [`Queue::take`] found.
 #[must_use]
 pub(crate) enum Taken<I: Link> {
-    /// Everything submitted since the last take, oldest first, and how many.
-    Batch(List<I>, usize),
+    /// Everything submitted since the last take, oldest first, how many,
+    /// and how many of them the admission covers.
+    Batch(List<I>, usize, usize),
     /// Nothing was submitted; the strand is idle and the caller no longer
     /// owns it.
     Released,
     /// Nothing was submitted, but the strand is covered: the caller still
-    /// owns it, and gives it up with [`Queue::release_covered`] under the
+    /// owns it, and gives it up with [`Queue::uncover`] under the
     /// lock of the admission, which it then drops.
     Covered,
 }
@@ -321,13 +330,8 @@ impl<I: Link> Queue<I> {
                 }
                 continue;
             }
-            // Acquire: see the items (and links) the pushes released. The
-            // strand stays owned, and covered if it was.
-            let top = top(self.head.fetch_and(STATE, Acquire));
-            // SAFETY: the swap took the stack out of the queue: its items
-            // are ours alone.
-            let (list, n) = unsafe { List::reversed(top) };
-            return Taken::Batch(list, n);
+            let (list, n, covered) = self.take_stack();
+            return Taken::Batch(list, n, covered);
         }
     }
 }
@@ -344,11 +348,22 @@ impl<I: Link> Drop for Unpushed<I> {
 }
 
 impl<I: Link> Queue<I> {
-    /// For the owner: the strand is covered and nothing is in the stack
-    /// (stale as soon as it returns, but only the owner clears `COVERED`).
+    /// For the owner: whether the strand is covered (only the owner clears
+    /// `COVERED`, so a `true` stays true until it does).
     #[inline]
-    pub(crate) fn covers_nothing(&self) -> bool {
-        self.head.load(Relaxed) == OWNED | COVERED
+    pub(crate) fn is_covered(&self) -> bool {
+        self.head.load(Relaxed) & COVERED != 0
+    }
+
+    /// For the owner: everything in the stack (perhaps nothing), oldest
+    /// first, how many, and how many the admission covers. The strand
+    /// stays owned, and covered if it was.
+    pub(crate) fn take_stack(&self) -> (List<I>, usize, usize) {
+        // Acquire: see the items (and links) the pushes released.
+        let top = top(self.head.fetch_and(STATE, Acquire));
+        // SAFETY: the AND took the stack out of the queue: its items are
+        // ours alone.
+        unsafe { List::reversed(top) }
     }
 
     /// For the owner of a covered strand with nothing queued, under the
@@ -394,6 +409,8 @@ fn prefetch(addr: usize) {
 /// holds it. Dropping it drops the items.
 pub(crate) struct List<I: Link> {
     first: usize,
+    /// The newest item, 0 if none: where [`append`](List::append) links.
+    last: usize,
     _items: PhantomData<I>,
 }
 
@@ -404,6 +421,7 @@ impl<I: Link> Default for List<I> {
     fn default() -> Self {
         List {
             first: 0,
+            last: 0,
             _items: PhantomData,
         }
     }
@@ -411,13 +429,14 @@ impl<I: Link> Default for List<I> {
 
 impl<I: Link> List<I> {
     /// Turns a stack (newest first) into a list (oldest first) by
-    /// relinking it in place, and counts it.
+    /// relinking it in place; counts it, and the items the admission
+    /// covers.
     ///
     /// # Safety
     ///
     /// The stack from `top` on belongs to the caller alone.
-    unsafe fn reversed(top: usize) -> (Self, usize) {
-        let (mut prev, mut cur, mut n) = (0, top, 0);
+    unsafe fn reversed(top: usize) -> (Self, usize, usize) {
+        let (mut prev, mut cur, mut n, mut covered) = (0, top, 0, 0);
         while cur != 0 {
             // The walk is a chain of loads, each of memory another thread
             // wrote. A thread's posts sit in adjacent slots (see
@@ -431,6 +450,7 @@ impl<I: Link> List<I> {
             unsafe {
                 let next = I::next(cur);
                 I::set_next(cur, prev);
+                covered += usize::from(I::covered(cur));
                 prev = cur;
                 cur = next;
             }
@@ -439,10 +459,28 @@ impl<I: Link> List<I> {
         (
             List {
                 first: prev,
+                last: top,
                 _items: PhantomData,
             },
             n,
+            covered,
         )
+    }
+
+    /// Links `other` after this list's items.
+    pub(crate) fn append(&mut self, mut other: List<I>) {
+        if other.first == 0 {
+            return;
+        }
+        if self.first == 0 {
+            std::mem::swap(self, &mut other);
+            return;
+        }
+        // SAFETY: the list owns its last item, and the word linked after
+        // it is `other`'s, which this list takes over.
+        unsafe { I::set_next(self.last, other.first) };
+        self.last = other.last;
+        (other.first, other.last) = (0, 0);
     }
 
     /// Takes the oldest item. Its successor is read first, so the item may
@@ -455,13 +493,11 @@ impl<I: Link> List<I> {
         // SAFETY: the list owns `word`, which came from `into_word`.
         unsafe {
             self.first = I::next(word);
+            if self.first == 0 {
+                self.last = 0;
+            }
             Some(I::from_word(word))
         }
-    }
-
-    /// `true` if the list holds nothing.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.first == 0
     }
 
     /// Puts `item` back in front.
@@ -469,6 +505,9 @@ impl<I: Link> List<I> {
         let word = item.into_word();
         // SAFETY: `word` is ours: it came from `into_word` just above.
         unsafe { I::set_next(word, self.first) };
+        if self.first == 0 {
+            self.last = word;
+        }
         self.first = word;
     }
 }
@@ -537,8 +576,9 @@ pub(crate) struct Node(NonNull<Header>);
 // run or disposed of once, by whoever holds the `Node`.
 unsafe impl Send for Node {}
 
-/// The start of every node.
-#[repr(C)]
+/// The start of every node. Aligned to 8 on every target, so that a
+/// node's address leaves the queue word's three state bits clear.
+#[repr(C, align(8))]
 pub(crate) struct Header {
     /// The queue's link.
     link: AtomicUsize,
@@ -725,10 +765,14 @@ impl Item {
     }
 }
 
+// Checked where the alignment is declared, on every target.
+const _: () = assert!(std::mem::align_of::<Header>() >= 8);
+const _: () = assert!(std::mem::align_of::<crate::TaskInfo>() >= 8);
+
 // SAFETY:
-// - a runnable's pointer points at its task's header, which holds atomics,
-//   so it is aligned to 4 or more: above 3, bits 0 and 1 clear; a node's
-//   header pointer likewise (it holds an atomic), tagged with bit 1 only;
+// - a runnable's pointer points at its task's header, which holds its
+//   `TaskInfo`, aligned to 8: above 7, bits 0 to 2 clear; a node's header
+//   pointer likewise (`Header` is aligned to 8), tagged with bit 1 only;
 // - the links are `TaskInfo::queue_link` and `Header::link`: a runnable
 //   exists once and is in one queue at a time, and a node is pushed once,
 //   so each link belongs to the one word that stands for its item.
@@ -778,6 +822,23 @@ unsafe impl Link for Item {
             })
         }
     }
+
+    #[inline]
+    unsafe fn covered(word: usize) -> bool {
+        // SAFETY: a node word is a live node's header pointer, tagged.
+        word & NODE_TAG != 0
+            && !unsafe { &*((word & !NODE_TAG) as *const Header) }
+                .vtable
+                .grants
+    }
+}
+
+impl Item {
+    /// Whether the strand's admission covers this item (see
+    /// [`Link::covered`]).
+    pub(crate) fn covered(&self) -> bool {
+        matches!(self, Item::Node(node) if !node.grants())
+    }
 }
 
 #[cfg(all(test, loom))]
@@ -815,6 +876,9 @@ mod loom_model {
         unsafe fn set_next(word: usize, next: usize) {
             // SAFETY: as above.
             unsafe { (*(word as *const Node)).link.store(next, Relaxed) }
+        }
+        unsafe fn covered(_: usize) -> bool {
+            true
         }
     }
 
@@ -876,7 +940,7 @@ mod loom_model {
                 match self.queue.take() {
                     Taken::Released => return,
                     Taken::Covered => unreachable!("nothing here covers"),
-                    Taken::Batch(list, _) => {
+                    Taken::Batch(list, _, _) => {
                         for Item(node) in list {
                             // SAFETY: inside `drain` this thread owns the strand.
                             unsafe { self.section((node.producer, node.seq)) };
@@ -1025,7 +1089,7 @@ mod loom_model {
                             return;
                         }
                     }
-                    Taken::Batch(list, _) => {
+                    Taken::Batch(list, _, _) => {
                         for _ in list {
                             assert!(self.live.load(SeqCst) >= 1, "a queued post is covered");
                             self.ran.fetch_add(1, SeqCst);
@@ -1082,5 +1146,53 @@ mod loom_model {
     #[test]
     fn posts_queued_behind_a_holder_are_covered_until_they_run() {
         posts_race(false, true);
+    }
+
+    /// The owner grants a lock, after the posts before it ran, while a
+    /// post races in: it takes the stack to see whether any post is in
+    /// line, and if none is, drops the admission, keeping the strand (as
+    /// `Core::uncover_if_nothing_covered` does). The racing post is covered
+    /// when it runs whichever comes first, and when the owner gives the
+    /// strand up no admission is left.
+    #[test]
+    fn a_grant_with_no_post_in_line_uncovers_while_a_post_races_in() {
+        loom::model(|| {
+            let strand = Posts::new();
+            assert!(strand.queue.try_acquire(false), "a fresh strand is idle");
+            // A post queued behind the owner, and run: the strand stays
+            // covered with nothing left in line.
+            assert!(strand.post(0, false));
+            for _ in strand.queue.take_stack().0 {
+                strand.ran.fetch_add(1, SeqCst);
+            }
+            let poster = {
+                let strand = strand.clone();
+                thread::spawn(move || strand.post(1, false))
+            };
+            // Lets the model run the poster before the grant, too.
+            thread::yield_now();
+            // The grant: the owner's batch is empty, so what is in line is
+            // what the stack holds.
+            let mut batch = List::default();
+            if strand.queue.is_covered() {
+                let (list, _, covered) = strand.queue.take_stack();
+                batch.append(list);
+                if covered == 0 {
+                    strand.cover.drop_if(|| strand.queue.uncover(false));
+                }
+            }
+            for _ in batch {
+                assert!(strand.live.load(SeqCst) >= 1, "a queued post is covered");
+                strand.ran.fetch_add(1, SeqCst);
+            }
+            // The guard drops: the owner runs what came since and gives the
+            // strand up.
+            strand.drain();
+            // A post that came after drains the strand itself.
+            assert!(poster.join().unwrap());
+            assert_eq!(strand.ran.load(SeqCst), 2, "each post ran once");
+            assert_eq!(strand.queue.head.load(SeqCst), 0, "idle and uncovered");
+            assert_eq!(strand.live.load(SeqCst), 0, "the admission was dropped");
+        });
     }
 }

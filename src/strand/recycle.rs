@@ -199,12 +199,14 @@ unsafe fn give_back(head: NonNull<Head>, n: usize) -> bool {
 }
 
 /// What this thread keeps.
+#[cfg(not(loom))]
 #[derive(Default)]
 struct Recycled {
     carving: std::cell::Cell<Option<Chunk>>,
     spare: std::cell::Cell<Option<Arc<dyn Any + Send + Sync>>>,
 }
 
+#[cfg(not(loom))]
 impl Drop for Recycled {
     fn drop(&mut self) {
         if let Some(chunk) = self.carving.take() {
@@ -301,7 +303,7 @@ mod tests {
     }
 }
 
-#[cfg(all(loom, test))]
+#[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
     use loom::thread;
