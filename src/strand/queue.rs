@@ -767,7 +767,7 @@ impl Item {
 
 // Checked where the alignment is declared, on every target.
 const _: () = assert!(std::mem::align_of::<Header>() >= 8);
-const _: () = assert!(std::mem::align_of::<crate::TaskInfo>() >= 8);
+const _: () = assert!(std::mem::align_of::<crate::executor::TaskInfo>() >= 8);
 
 // SAFETY:
 // - a runnable's pointer points at its task's header, which holds its
