@@ -129,6 +129,24 @@ impl Ext {
         Some(item)
     }
 
+    /// Links `list` (`n` items, `covered` of them covered) after the
+    /// batch; how many items of the batch are covered now.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the strand.
+    unsafe fn absorb(&self, list: List<Item>, n: usize, covered: usize) -> usize {
+        bump(&self.queued, n as u64);
+        // SAFETY: the caller owns the strand.
+        unsafe {
+            self.batch.with_mut(|b| b.append(list));
+            self.covered.with_mut(|c| {
+                *c += covered;
+                *c
+            })
+        }
+    }
+
     /// Puts `item`, taken with [`pop_front`](Ext::pop_front), back.
     ///
     /// # Safety
@@ -415,11 +433,9 @@ impl Core {
                             // batch).
                             unsafe {
                                 ext.held.with_mut(|h| *h = held);
-                                ext.batch.with_mut(|b| b.append(list));
-                                ext.covered.with_mut(|c| *c += covered);
+                                ext.absorb(list, n, covered);
                             }
                             bump(&ext.batches, 1);
-                            bump(&ext.queued, n as u64);
                             trace_event!(batch = n, "strand batch");
                             continue;
                         }
@@ -460,20 +476,13 @@ impl Core {
     ///
     /// The caller owns the strand.
     unsafe fn uncover_if_nothing_covered(&self, ext: &Ext) {
-        if !self.queue.is_covered() {
+        // SAFETY: the caller owns the strand.
+        if !self.queue.is_covered() || unsafe { ext.covered.with_mut(|c| *c) } > 0 {
             return;
         }
         let (list, n, covered) = self.queue.take_stack();
-        bump(&ext.queued, n as u64);
-        // SAFETY: the caller owns the strand.
-        let left = unsafe {
-            ext.batch.with_mut(|b| b.append(list));
-            ext.covered.with_mut(|c| {
-                *c += covered;
-                *c
-            })
-        };
-        if left == 0 {
+        // SAFETY: as above.
+        if unsafe { ext.absorb(list, n, covered) } == 0 {
             // Fails if a post came meanwhile: it stays covered.
             ext.submit.posts.drop_if(|| self.queue.uncover(false));
         }

@@ -334,20 +334,7 @@ impl<I: Link> Queue<I> {
             return Taken::Batch(list, n, covered);
         }
     }
-}
 
-/// An item word not yet pushed, dropped as its item if a push unwinds.
-struct Unpushed<I: Link>(usize, PhantomData<I>);
-
-impl<I: Link> Drop for Unpushed<I> {
-    fn drop(&mut self) {
-        // SAFETY: the word came from `into_word` and was not published
-        // (the push unwinds before its compare-and-swap).
-        drop(unsafe { I::from_word(self.0) });
-    }
-}
-
-impl<I: Link> Queue<I> {
     /// For the owner: whether the strand is covered (only the owner clears
     /// `COVERED`, so a `true` stays true until it does).
     #[inline]
@@ -387,8 +374,20 @@ impl<I: Link> Drop for Queue<I> {
     }
 }
 
-/// The distance between adjacent slots of a thread's posts.
-const SLOT_STRIDE: usize = 64;
+/// An item word not yet pushed, dropped as its item if a push unwinds.
+struct Unpushed<I: Link>(usize, PhantomData<I>);
+
+impl<I: Link> Drop for Unpushed<I> {
+    fn drop(&mut self) {
+        // SAFETY: the word came from `into_word` and was not published
+        // (the push unwinds before its compare-and-swap).
+        drop(unsafe { I::from_word(self.0) });
+    }
+}
+
+/// A cache line: how far back the reversal looks for a thread's earlier
+/// posts, which lie before its later ones in the chunk it carves.
+const LINE: usize = 64;
 
 /// Asks for the line at `addr` to be brought into the cache; a hint,
 /// which never faults, whatever the address.
@@ -443,8 +442,8 @@ impl<I: Link> List<I> {
             // `recycle`), and its earlier ones lie further down the
             // stack: their lines can be on their way while the walk gets
             // there.
-            prefetch(cur.wrapping_sub(SLOT_STRIDE));
-            prefetch(cur.wrapping_sub(2 * SLOT_STRIDE));
+            prefetch(cur.wrapping_sub(LINE));
+            prefetch(cur.wrapping_sub(2 * LINE));
             // SAFETY: every word on the stack came from `into_word`, and
             // the caller owns the stack.
             unsafe {

@@ -93,7 +93,7 @@ pub(super) unsafe fn take<T>(ptr: NonNull<T>) -> T {
     // SAFETY: the slot lies `offset` bytes into its chunk (chunks are
     // aligned to their size), whose head stays alive until this slot is
     // given back; the pointer keeps the whole chunk's provenance, as
-    // `Chunk::slot` made it from the chunk's.
+    // `Chunk::carve` made it from the chunk's.
     let head = unsafe { NonNull::new_unchecked(ptr.as_ptr().cast::<u8>().sub(offset)) };
     // SAFETY: this slot was carved from that chunk and not yet given back.
     unsafe { give_back(head.cast(), 1) };
