@@ -1,31 +1,20 @@
 //! viaduct and tokio in one program.
 //!
-//! A viaduct [`Executor`] over a `tokio::runtime::Handle` takes a few lines
-//! (`TokioExecutor` below). With it, one task starts on tokio's threads,
+//! viaduct ships the adapter, [`TokioExecutor`] (feature `tokio`): a
+//! viaduct executor over a `tokio::runtime::Handle`. With it, one task
+//! starts on tokio's threads,
 //! where tokio's timers and sockets work, hops to a viaduct pool for CPU
 //! work that must not stall tokio's workers, and hops back, each step
 //! printing the thread it ran on. Then the other way round: a plain tokio
 //! task awaits a viaduct handle and a viaduct timer.
 //!
-//! Run with `cargo run --example tokio_interop`.
+//! Run with `cargo run --features tokio --example tokio_interop`.
 
 use std::time::Duration;
 
+use viaduct::compat::tokio::TokioExecutor;
 use viaduct::prelude::*;
-use viaduct::{block_on, hop_to, Runnable, ThreadPool};
-
-/// Runs viaduct tasks on a tokio runtime: each scheduled runnable becomes
-/// a tokio task that runs it once.
-#[derive(Clone)]
-struct TokioExecutor(tokio::runtime::Handle);
-
-impl Executor for TokioExecutor {
-    fn schedule(&self, runnable: Runnable) {
-        self.0.spawn(async move {
-            runnable.run();
-        });
-    }
-}
+use viaduct::{block_on, hop_to, ThreadPool};
 
 /// Prints `what` with the name of the thread it ran on.
 fn step(what: &str) {
@@ -42,7 +31,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let tokio_ex = TokioExecutor(rt.handle().clone());
+    let tokio_ex = TokioExecutor::new(rt.handle().clone());
     let cpu = ThreadPool::builder()
         .threads(2)
         .name("cpu")

@@ -33,6 +33,10 @@ use crate::signal::poll_to_end;
 ///   pending and `fut` has not finished (it never would): the message
 ///   holds the task dump. The task calling `block_on` fails the run with
 ///   it.
+/// - With the `tokio` feature, on a thread that runs a tokio
+///   current-thread runtime (inside its `block_on` or one of its tasks):
+///   blocking would stop that runtime, so a future that needs it would
+///   never end. `.await` it instead, or use a multi-thread runtime.
 /// - Inside a section of a strand, on a future that waits for that same
 ///   strand (a task or section queued on it, its lock): the strand runs
 ///   one section at a time, so that wait could never end. Await the
@@ -66,8 +70,30 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
             }
             output.expect("a driver's block_on returns once the future has ended")
         }
-        None => park_on(fut),
+        None => {
+            #[cfg(feature = "tokio")]
+            refuse_blocking_a_current_thread_runtime();
+            park_on(fut)
+        }
     })
+}
+
+/// Panics if this thread runs a tokio current-thread runtime: blocking it
+/// would stop that runtime (its tasks, I/O and timers run on this thread
+/// only), so whatever the blocked-on future waits for there never comes.
+/// A thread that only entered such a runtime, without running it, is
+/// refused too: tokio does not tell the two apart.
+#[cfg(feature = "tokio")]
+fn refuse_blocking_a_current_thread_runtime() {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    if Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::CurrentThread) {
+        panic!(
+            "viaduct::block_on called on a thread that runs a tokio current-thread runtime: \
+             blocking it stops that runtime, so the future could wait forever. `.await` the \
+             future instead, or block on it from another thread (tokio's spawn_blocking, or a \
+             viaduct pool's `run`), or use a multi-thread runtime"
+        );
+    }
 }
 
 /// `block_on` off any pool: park, but first run the `Inline` work this

@@ -12,6 +12,11 @@
 //!   clean exit at a point of its choosing (in a `select!`, say);
 //! - a loop polls [`is_cancelled`](CancellationToken::is_cancelled).
 //!
+//! Two conveniences come from tokio-util:
+//! [`run_until_cancelled`](CancellationToken::run_until_cancelled) races a
+//! future against the token, and a [`DropGuard`] fires the token when a
+//! scope ends, however it ends, unless it is disarmed.
+//!
 //! Tokens form a tree: [`child_token`](CancellationToken::child_token)
 //! makes a token that fires with its parent, and may fire alone.
 //! [`cancel_after`](CancellationToken::cancel_after) fires a token on
@@ -207,6 +212,59 @@ impl CancellationToken {
         }
     }
 
+    /// Runs `future` until it completes (`Some` of its output) or the
+    /// token fires (`None`, and `future` is dropped with the returned
+    /// future), whichever comes first. The token is looked at first: once
+    /// it has fired, `future` is not polled at all.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::cancel::CancellationToken;
+    /// use viaduct::block_on;
+    ///
+    /// let token = CancellationToken::new();
+    /// assert_eq!(block_on(token.run_until_cancelled(async { 7 })), Some(7));
+    /// token.cancel();
+    /// let never = std::future::pending::<()>();
+    /// assert_eq!(block_on(token.run_until_cancelled(never)), None);
+    /// ```
+    pub async fn run_until_cancelled<F: Future>(&self, future: F) -> Option<F::Output> {
+        let mut cancelled = std::pin::pin!(self.cancelled());
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(|cx| {
+            if cancelled.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            future.as_mut().poll(cx).map(Some)
+        })
+        .await
+    }
+
+    /// A guard that fires the token when it drops, whether its scope
+    /// ends normally, early or by a panic, unless
+    /// [`disarm`](DropGuard::disarm) takes the token back first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::cancel::CancellationToken;
+    ///
+    /// let token = CancellationToken::new();
+    /// let watched = token.clone();
+    /// {
+    ///     let _guard = token.drop_guard();
+    /// } // fired here
+    /// assert!(watched.is_cancelled());
+    ///
+    /// let kept = CancellationToken::new();
+    /// let token = kept.clone().drop_guard().disarm();
+    /// assert!(!token.is_cancelled() && !kept.is_cancelled());
+    /// ```
+    pub fn drop_guard(self) -> DropGuard {
+        DropGuard { token: Some(self) }
+    }
+
     /// Fires the token once `delay` has passed on viaduct's global
     /// [`Timer`] (the simulated clock inside a [simulation](crate::sim)).
     /// Several deadlines keep the earliest. Cancelling the
@@ -262,6 +320,32 @@ impl CancellationToken {
             node: Arc::downgrade(&self.node),
             key: state.entries.insert(Entry::Reserved),
         })
+    }
+}
+
+/// Fires its token when dropped, unless disarmed; made by
+/// [`CancellationToken::drop_guard`].
+#[must_use = "a guard dropped at once fires its token at once"]
+#[derive(Debug)]
+pub struct DropGuard {
+    /// `None` once disarmed.
+    token: Option<CancellationToken>,
+}
+
+impl DropGuard {
+    /// Takes the token back without firing it.
+    pub fn disarm(mut self) -> CancellationToken {
+        self.token
+            .take()
+            .expect("a guard is disarmed at most once: disarm takes it by value")
+    }
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        if let Some(token) = &self.token {
+            token.cancel();
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::stream::{FuturesUnordered, Stream};
@@ -12,6 +13,7 @@ use crate::executor::Executor;
 use crate::pool::ThreadPool;
 use crate::spawn::ExecutorExt;
 use crate::task::{AbortHandle, JoinHandle};
+use crate::task_id::TaskId;
 
 /// A set of tasks, on any executors, awaited in the order they finish
 /// (tokio's `JoinSet`).
@@ -43,7 +45,24 @@ use crate::task::{AbortHandle, JoinHandle};
 /// ```
 pub struct JoinSet<T> {
     /// Each resolves once its task has ended (its future dropped).
-    tasks: FuturesUnordered<JoinHandle<T>>,
+    tasks: FuturesUnordered<Member<T>>,
+}
+
+/// A task of the set, with the id it comes out with.
+struct Member<T> {
+    id: TaskId,
+    handle: JoinHandle<T>,
+}
+
+impl<T> Future for Member<T> {
+    type Output = (TaskId, Result<T, TaskError>);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let id = self.id;
+        Pin::new(&mut self.handle)
+            .poll(cx)
+            .map(|result| (id, result))
+    }
 }
 
 impl<T> JoinSet<T> {
@@ -71,8 +90,64 @@ impl<T> JoinSet<T> {
     /// [`join_next`](JoinSet::join_next).
     pub fn abort_all(&mut self) {
         for task in self.tasks.iter() {
-            task.abort();
+            task.handle.abort();
         }
+    }
+
+    /// Takes every task out of the set without aborting it: each goes on
+    /// as a detached task would, and nothing reads its result.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use viaduct::{JoinSet, ManualExecutor};
+    ///
+    /// let ex = ManualExecutor::new();
+    /// let ran = Arc::new(AtomicBool::new(false));
+    /// let mut set = JoinSet::new();
+    /// let r = ran.clone();
+    /// set.spawn_on(async move { r.store(true, Ordering::SeqCst) }, &ex);
+    /// set.detach_all();
+    /// drop(set); // aborts nothing: the task left the set
+    /// ex.run_until_idle();
+    /// assert!(ran.load(Ordering::SeqCst));
+    /// ```
+    pub fn detach_all(&mut self) {
+        // Dropping a handle detaches its task.
+        drop(std::mem::take(&mut self.tasks));
+    }
+
+    /// Puts a task spawned elsewhere into the set, as if the set had
+    /// spawned it: its result comes out of
+    /// [`join_next`](JoinSet::join_next), and the set aborts it when it is
+    /// aborted or dropped. The abort handle cancels this one task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, ExecutorExt, JoinSet, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let handles: Vec<_> = (1..=3).map(|i| pool.spawn(async move { i })).collect();
+    /// let mut set = JoinSet::new();
+    /// for handle in handles {
+    ///     set.insert(handle);
+    /// }
+    /// let mut sum = 0;
+    /// while let Some(result) = block_on(set.join_next()) {
+    ///     sum += result.unwrap();
+    /// }
+    /// assert_eq!(sum, 6);
+    /// ```
+    pub fn insert(&mut self, handle: JoinHandle<T>) -> AbortHandle {
+        let abort = handle.abort_handle();
+        // A spawn that was refused made no task, so no id: it gets one of
+        // its own here, to come out with like any other.
+        let id = handle.id().unwrap_or_else(TaskId::next);
+        self.tasks.push(Member { id, handle });
+        abort
     }
 
     /// The result of the next task to end, in the order they end; `None`
@@ -89,7 +164,48 @@ impl<T> JoinSet<T> {
     /// [`join_next`](JoinSet::join_next) as a poll function, for
     /// hand-written futures and streams.
     pub fn poll_join_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, TaskError>>> {
-        std::pin::Pin::new(&mut self.tasks).poll_next(cx)
+        self.poll_join_next_with_id(cx)
+            .map(|next| next.map(without_id))
+    }
+
+    /// Like [`join_next`](JoinSet::join_next), with the id of the task
+    /// each result comes from, on either side: the id its handles report
+    /// ([`JoinHandle::id`], [`AbortHandle::id`]), or, for a spawn that was
+    /// refused and so made no task, an id of its own, unique like any
+    /// other.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`join_next`](JoinSet::join_next).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::{block_on, JoinSet, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(1).build().unwrap();
+    /// let mut set = JoinSet::new();
+    /// let first = set.spawn_on(async { "done" }, &pool).id();
+    /// let (id, value) = block_on(set.join_next_with_id()).unwrap().unwrap();
+    /// assert_eq!((Some(id), value), (first, "done"));
+    /// ```
+    pub async fn join_next_with_id(&mut self) -> Option<Result<(TaskId, T), (TaskId, TaskError)>> {
+        poll_fn(|cx| self.poll_join_next_with_id(cx)).await
+    }
+
+    /// [`join_next_with_id`](JoinSet::join_next_with_id) as a poll
+    /// function.
+    #[allow(clippy::type_complexity)] // the shape tokio's has, spelled out
+    pub fn poll_join_next_with_id(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<(TaskId, T), (TaskId, TaskError)>>> {
+        Pin::new(&mut self.tasks).poll_next(cx).map(|next| {
+            next.map(|(id, result)| match result {
+                Ok(value) => Ok((id, value)),
+                Err(error) => Err((id, error)),
+            })
+        })
     }
 
     /// The result of a task that has ended, if there is one now; never
@@ -97,9 +213,15 @@ impl<T> JoinSet<T> {
     /// does: a loop over it inside a task gets every result that is ready,
     /// however many.
     pub fn try_join_next(&mut self) -> Option<Result<T, TaskError>> {
+        self.try_join_next_with_id().map(without_id)
+    }
+
+    /// [`try_join_next`](JoinSet::try_join_next) with the task's id, as
+    /// [`join_next_with_id`](JoinSet::join_next_with_id) gives it.
+    pub fn try_join_next_with_id(&mut self) -> Option<Result<(TaskId, T), (TaskId, TaskError)>> {
         let _unconstrained = crate::coop::lifted();
         let mut cx = Context::from_waker(futures::task::noop_waker_ref());
-        match self.poll_join_next(&mut cx) {
+        match self.poll_join_next_with_id(&mut cx) {
             Poll::Ready(result) => result,
             Poll::Pending => None,
         }
@@ -179,17 +301,41 @@ impl<T: Send + 'static> JoinSet<T> {
             None => self.spawn_on(future, ThreadPool::global()),
         }
     }
-
-    fn insert(&mut self, handle: JoinHandle<T>) -> AbortHandle {
-        let abort = handle.abort_handle();
-        self.tasks.push(handle);
-        abort
-    }
 }
 
 impl<T> Default for JoinSet<T> {
     fn default() -> Self {
         JoinSet::new()
+    }
+}
+
+/// A result of [`JoinSet::join_next_with_id`] as
+/// [`JoinSet::join_next`] gives it.
+fn without_id<T>(result: Result<(TaskId, T), (TaskId, TaskError)>) -> Result<T, TaskError> {
+    result.map(|(_, value)| value).map_err(|(_, error)| error)
+}
+
+/// Puts tasks spawned elsewhere into the set, as
+/// [`insert`](JoinSet::insert) does.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::{block_on, ExecutorExt, JoinSet, ThreadPool};
+///
+/// let pool = ThreadPool::builder().threads(1).build().unwrap();
+/// let mut set = JoinSet::new();
+/// set.extend((0..4).map(|i| pool.spawn(async move { i })));
+/// assert_eq!(set.len(), 4);
+/// let mut all = block_on(set.join_all());
+/// all.sort();
+/// assert_eq!(all, [0, 1, 2, 3]);
+/// ```
+impl<T> Extend<JoinHandle<T>> for JoinSet<T> {
+    fn extend<I: IntoIterator<Item = JoinHandle<T>>>(&mut self, handles: I) {
+        for handle in handles {
+            self.insert(handle);
+        }
     }
 }
 

@@ -237,25 +237,20 @@
 //! timer is an ordinary future a tokio task awaits, and tokio's sockets and
 //! timers work inside viaduct tasks that run on tokio's threads.
 //!
-//! An [`Executor`] over a `tokio::runtime::Handle` takes a few lines; with
-//! it, viaduct tasks (and strands, `via`, [`hop_to`]) run on tokio's
-//! workers, where tokio's I/O is at hand:
+//! The adapters ship behind features (all off by default, so the default
+//! build pulls in none of these crates): `tokio`, `hyper` and `rayon`,
+//! in [`compat`]. With `tokio`,
+//! [`TokioExecutor`](compat::tokio::TokioExecutor) runs viaduct tasks
+//! (and strands, `via`, [`hop_to`]) on tokio's workers, where tokio's I/O
+//! is at hand, and
+//! [`Builder::enter_tokio`](pool::Builder::enter_tokio) makes a pool's
+//! own workers able to use tokio's sockets, timers and `tokio::spawn`:
 //!
 //! ```
+//! # #[cfg(feature = "tokio")] {
+//! use viaduct::compat::tokio::TokioExecutor;
 //! use viaduct::prelude::*;
-//! use viaduct::{hop_to, Guarded, Runnable, ThreadPool};
-//!
-//! /// Runs each viaduct runnable as a tokio task.
-//! #[derive(Clone)]
-//! struct TokioExecutor(tokio::runtime::Handle);
-//!
-//! impl Executor for TokioExecutor {
-//!     fn schedule(&self, runnable: Runnable) {
-//!         self.0.spawn(async move {
-//!             runnable.run();
-//!         });
-//!     }
-//! }
+//! use viaduct::{hop_to, Guarded, ThreadPool};
 //!
 //! let rt = tokio::runtime::Builder::new_multi_thread()
 //!     .worker_threads(2)
@@ -263,8 +258,13 @@
 //!     .enable_all()
 //!     .build()
 //!     .unwrap();
-//! let tokio_ex = TokioExecutor(rt.handle().clone());
-//! let cpu = ThreadPool::builder().threads(2).name("cpu").build().unwrap();
+//! let tokio_ex = TokioExecutor::new(rt.handle().clone());
+//! let cpu = ThreadPool::builder()
+//!     .threads(2)
+//!     .name("cpu")
+//!     .enter_tokio(rt.handle().clone()) // tokio's timers and sockets work in its tasks too
+//!     .build()
+//!     .unwrap();
 //! let rooms = Guarded::new(tokio_ex.clone(), Vec::<String>::new());
 //!
 //! let (back, pool, r) = (tokio_ex.clone(), cpu.clone(), rooms.clone());
@@ -273,6 +273,7 @@
 //!     tokio::time::sleep(std::time::Duration::from_millis(1)).await;
 //!     hop_to(&pool).await; // CPU work off tokio's workers
 //!     let digest = (1..=1000u64).sum::<u64>();
+//!     tokio::time::sleep(std::time::Duration::from_millis(1)).await; // on the pool, entered
 //!     hop_to(&back).await;
 //!     r.lock().await.push(format!("digest {digest}"));
 //!     std::thread::current().name().unwrap().to_owned()
@@ -284,32 +285,23 @@
 //!     rooms.lock().await.push(format!("len {len}"));
 //!     assert_eq!(*rooms.lock().await, ["digest 500500", "len 13"]);
 //! });
+//! # }
 //! ```
 //!
 //! For data parallelism, use rayon: its parallel iterators are what it is
-//! for. An [`Executor`] over a rayon pool lets viaduct hand it work and
-//! chain what comes back; rayon's workers and viaduct's then share the
-//! work of one request:
+//! for. [`RayonExecutor`](compat::rayon::RayonExecutor) (feature `rayon`)
+//! lets viaduct hand it work and chain what comes back; rayon's workers
+//! and viaduct's then share the work of one request:
 //!
 //! ```
+//! # #[cfg(feature = "rayon")] {
 //! use std::sync::Arc;
 //! use rayon::prelude::*;
+//! use viaduct::compat::rayon::RayonExecutor;
 //! use viaduct::prelude::*;
-//! use viaduct::{block_on, Guarded, Runnable, ThreadPool};
+//! use viaduct::{block_on, Guarded, ThreadPool};
 //!
-//! /// Runs each viaduct runnable as a rayon job.
-//! #[derive(Clone)]
-//! struct RayonExecutor(Arc<rayon::ThreadPool>);
-//!
-//! impl Executor for RayonExecutor {
-//!     fn schedule(&self, runnable: Runnable) {
-//!         self.0.spawn(move || {
-//!             runnable.run();
-//!         });
-//!     }
-//! }
-//!
-//! let rayon = RayonExecutor(Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap()));
+//! let rayon = RayonExecutor::new(Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap()));
 //! let pool = ThreadPool::builder().threads(1).build().unwrap();
 //! let totals = Guarded::new(pool, 0u64);
 //! let t = totals.clone();
@@ -317,6 +309,7 @@
 //!     .run(|| (1..=100_000u64).into_par_iter().map(|x| x % 7).sum::<u64>()) // on rayon
 //!     .and_then(move |sum| t.with(move |total| { *total += sum; *total }));   // under the strand
 //! assert_eq!(block_on(added).unwrap(), 300_000);
+//! # }
 //! ```
 //!
 //! What each call costs from a task of another runtime (a tokio task, say):
@@ -334,8 +327,10 @@
 //! Two calls go wrong from a plain tokio task:
 //!
 //! - [`block_on`] blocks the tokio worker it runs on: tokio cannot run its
-//!   other tasks there meanwhile (and a current-thread runtime deadlocks if
-//!   the awaited work needs it). `.await` the handle instead.
+//!   other tasks there meanwhile. On a current-thread runtime it would
+//!   deadlock if the awaited work needs that runtime; with the `tokio`
+//!   feature it panics there at once instead, saying so. `.await` the
+//!   handle instead.
 //! - [`hop_to`] moves the viaduct task it is awaited in; a tokio task is
 //!   not one, so it panics ([`try_hop_to`] says
 //!   [`HopError::NotInTask`]). Spawn the work as a viaduct task (on a
@@ -442,6 +437,8 @@
 mod admission;
 mod block_on;
 pub mod cancel;
+#[cfg(any(feature = "tokio", feature = "hyper", feature = "rayon"))]
+pub mod compat;
 mod context;
 pub mod coop;
 mod dropping;

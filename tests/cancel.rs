@@ -404,3 +404,61 @@ fn a_wait_re_polled_by_its_task_while_the_token_fires_is_woken_once() {
         }
     });
 }
+
+#[test]
+fn a_drop_guard_fires_its_token_however_the_scope_ends_unless_disarmed() {
+    quiet_test_panics();
+    let token = CancellationToken::new();
+    let child = token.child_token();
+    {
+        let _guard = token.clone().drop_guard();
+        assert!(!token.is_cancelled());
+    }
+    assert!(token.is_cancelled() && child.is_cancelled());
+
+    let unwound = CancellationToken::new();
+    let guard = unwound.clone().drop_guard();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _guard = guard;
+        panic!("{TEST_PANIC}: the scope unwinds");
+    }));
+    assert!(caught.is_err());
+    assert!(unwound.is_cancelled());
+
+    let kept = CancellationToken::new();
+    let back = kept.clone().drop_guard().disarm();
+    drop(back);
+    assert!(!kept.is_cancelled());
+}
+
+#[test]
+fn run_until_cancelled_returns_the_output_or_none_and_drops_the_future() {
+    within("run-until", || {
+        let token = CancellationToken::new();
+        assert_eq!(block_on(token.run_until_cancelled(async { 3 })), Some(3));
+
+        // Fired from another thread while the future is parked.
+        let dropped = Arc::new(AtomicBool::new(false));
+        let flag = DropFlag(dropped.clone());
+        let t = token.clone();
+        let firing = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(5));
+            t.cancel();
+        });
+        let out = block_on(token.run_until_cancelled(async move {
+            let _flag = flag;
+            std::future::pending::<u8>().await
+        }));
+        firing.join().unwrap();
+        assert_eq!(out, None);
+        assert!(dropped.load(SeqCst));
+
+        // Already fired: the future is never polled.
+        let polls = Arc::new(AtomicUsize::new(0));
+        assert_eq!(
+            block_on(token.run_until_cancelled(CountPolls(polls.clone()))),
+            None
+        );
+        assert_eq!(polls.load(SeqCst), 0);
+    });
+}

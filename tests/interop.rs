@@ -1,13 +1,17 @@
 //! viaduct with the rest of the ecosystem: `futures` utilities, tokio
 //! futures on viaduct executors, and viaduct executors over tokio.
 
+#[allow(dead_code)] // it uses the tokio runtime alone
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use support::tokio_runtime;
+use viaduct::compat::tokio::TokioExecutor;
 use viaduct::{
-    block_on, Exec, Executor, ExecutorExt, Inline, ManualExecutor, Runnable, ThreadPerTask,
-    ThreadPool,
+    block_on, Exec, Executor, ExecutorExt, Inline, ManualExecutor, ThreadPerTask, ThreadPool,
 };
 
 fn pool(name: &str) -> ThreadPool {
@@ -150,19 +154,6 @@ fn tokio_tcp_listener_awaited_on_a_viaduct_pool() {
     drop(rt);
 }
 
-/// The adapter `examples/tokio_interop.rs` shows: a viaduct `Executor` over
-/// a tokio runtime handle.
-#[derive(Clone)]
-struct TokioExecutor(tokio::runtime::Handle);
-
-impl Executor for TokioExecutor {
-    fn schedule(&self, runnable: Runnable) {
-        self.0.spawn(async move {
-            runnable.run();
-        });
-    }
-}
-
 #[test]
 fn viaduct_tasks_on_a_tokio_runtime() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -171,7 +162,7 @@ fn viaduct_tasks_on_a_tokio_runtime() {
         .enable_all()
         .build()
         .unwrap();
-    let tokio_ex = TokioExecutor(rt.handle().clone());
+    let tokio_ex = TokioExecutor::new(rt.handle().clone());
     let ran = Arc::new(AtomicUsize::new(0));
     let handles: Vec<_> = (0..100)
         .map(|_| {
@@ -190,15 +181,6 @@ fn viaduct_tasks_on_a_tokio_runtime() {
     assert_eq!(ran.load(Ordering::Relaxed), 100);
 }
 
-fn tokio_runtime(thread_name: &str) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(thread_name)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn thread_name() -> String {
     std::thread::current().name().unwrap_or("").to_owned()
 }
@@ -212,7 +194,7 @@ fn here() -> (String, bool) {
 #[test]
 fn hop_from_tokio_to_a_viaduct_pool_and_back() {
     let rt = tokio_runtime("tokio-hop");
-    let tokio_ex = TokioExecutor(rt.handle().clone());
+    let tokio_ex = TokioExecutor::new(rt.handle().clone());
     let p = pool("hop-pool");
     let (back, to) = (tokio_ex.clone(), p.clone());
     let trip = tokio_ex.spawn(async move {
@@ -288,7 +270,7 @@ fn strand_on_tokio_serves_tasks_spawned_by_tokio() {
     const EACH: usize = 50;
     let rt = tokio_runtime("tokio-strand");
     // The strand decorates the tokio adapter: its sections run on tokio.
-    let strand = viaduct::Strand::new(TokioExecutor(rt.handle().clone()));
+    let strand = viaduct::Strand::new(TokioExecutor::new(rt.handle().clone()));
     let inside = Arc::new(AtomicBool::new(false));
     let overlaps = Arc::new(AtomicUsize::new(0));
     let log = Arc::new(Mutex::new(Vec::new()));

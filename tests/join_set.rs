@@ -259,3 +259,104 @@ fn a_panicking_task_and_a_panicking_drop_read_as_errors() {
         assert_eq!(block_on(pool.run(|| 3)).unwrap(), 3);
     });
 }
+
+#[test]
+fn tasks_spawned_elsewhere_join_the_set_with_their_ids_and_a_refused_one_gets_its_own() {
+    within("insert", || {
+        let pool = pool("ins", 2);
+        let manual = ManualExecutor::new();
+        let closed = ManualExecutor::new();
+        closed.close();
+        let mut set = JoinSet::new();
+        let a = set.insert(pool.spawn(async { 1u32 }));
+        let b = set.insert(manual.spawn(async { 2u32 }));
+        let refused = set.insert(closed.spawn(async { 3u32 }));
+        assert_eq!(refused.id(), None);
+        set.extend([pool.spawn(async { 4u32 })]);
+        assert_eq!(set.len(), 4);
+        manual.run_until_idle();
+        let mut seen = Vec::new();
+        while let Some(next) = block_on(set.join_next_with_id()) {
+            seen.push(match next {
+                Ok((id, v)) => (id, Ok(v)),
+                Err((id, e)) => (id, Err(e)),
+            });
+        }
+        let value_of = |id| seen.iter().find(|(i, _)| Some(*i) == id).map(|(_, r)| r);
+        assert!(matches!(value_of(a.id()), Some(Ok(1))));
+        assert!(matches!(value_of(b.id()), Some(Ok(2))));
+        let refused_ids: Vec<_> = seen
+            .iter()
+            .filter(|(_, r)| matches!(r, Err(TaskError::Rejected(RejectReason::Closed))))
+            .map(|(id, _)| *id)
+            .collect();
+        assert_eq!(refused_ids.len(), 1);
+        let mut ids: Vec<_> = seen.iter().map(|(id, _)| *id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 4, "every result has an id of its own");
+    });
+}
+
+#[test]
+fn an_inserted_task_is_aborted_with_the_set_and_detached_ones_go_on() {
+    within("detach", || {
+        let pool = pool("det", 2);
+        let aborted = Arc::new(AtomicBool::new(false));
+        let mut set = JoinSet::new();
+        let flag = DropFlag(aborted.clone());
+        set.insert(pool.spawn(async move {
+            let _flag = flag;
+            std::future::pending::<()>().await;
+        }));
+        block_on(set.shutdown()); // waits until the future is gone
+        assert!(aborted.load(SeqCst));
+
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = oneshot::channel::<()>();
+        let r = ran.clone();
+        set.spawn_on(
+            async move {
+                rx.await.unwrap();
+                r.fetch_add(1, SeqCst);
+            },
+            &pool,
+        );
+        set.detach_all();
+        assert!(set.is_empty());
+        drop(set); // aborts nothing: the task left the set
+        tx.send(()).unwrap();
+        let deadline = std::time::Instant::now() + support::DEADLINE;
+        while ran.load(SeqCst) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the detached task never ran"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
+
+#[test]
+fn try_join_next_with_id_takes_every_ready_result_whatever_the_budget() {
+    within("try-with-id", || {
+        let pool = pool("try-id", 2);
+        let p = pool.clone();
+        let got = block_on(pool.spawn(async move {
+            let mut set = JoinSet::new();
+            let aborts: Vec<_> = (0..1000u32)
+                .map(|i| set.insert(p.spawn(async move { i })))
+                .collect();
+            while !aborts.iter().all(|a| a.is_finished()) {
+                time::sleep(Duration::from_millis(1)).await;
+            }
+            let mut ids = Vec::new();
+            while let Some(next) = set.try_join_next_with_id() {
+                ids.push(next.unwrap().0);
+            }
+            ids
+        }))
+        .unwrap();
+        assert_eq!(got.len(), 1000);
+    });
+}

@@ -43,6 +43,9 @@ pub struct Builder {
     on_panic: Option<PanicHandler>,
     stall_threshold: Option<Duration>,
     on_stall: Option<StallHandler>,
+    /// The tokio runtime every worker enters.
+    #[cfg(feature = "tokio")]
+    tokio: Option<tokio::runtime::Handle>,
 }
 
 /// Why [`Builder::build`] failed.
@@ -153,6 +156,8 @@ impl Default for Builder {
             on_panic: None,
             stall_threshold: None,
             on_stall: None,
+            #[cfg(feature = "tokio")]
+            tokio: None,
         }
     }
 }
@@ -269,6 +274,46 @@ impl Builder {
     /// ```
     pub fn on_thread_start(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
         self.on_start = Some(Arc::new(f));
+        self
+    }
+
+    /// Makes every worker of the pool enter the tokio runtime `handle`
+    /// belongs to, for its whole life (its start and stop hooks
+    /// included): tokio's sockets, timers and `tokio::spawn` then work
+    /// inside the pool's tasks, as they do in tokio's own. Feature `tokio`.
+    ///
+    /// The tasks still run on the pool; tokio's I/O and timers are driven
+    /// by that runtime, which must have them enabled and be running: a
+    /// multi-thread runtime drives them on its own workers, a
+    /// current-thread one only while some thread is in its `block_on`.
+    /// Without this, making a tokio socket or timer in a pool's task
+    /// panics ("there is no reactor running").
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let rt = tokio::runtime::Builder::new_multi_thread()
+    ///     .worker_threads(1)
+    ///     .enable_all()
+    ///     .build()
+    ///     .unwrap();
+    /// let pool = ThreadPool::builder()
+    ///     .threads(2)
+    ///     .enter_tokio(rt.handle().clone())
+    ///     .build()
+    ///     .unwrap();
+    /// let slept = pool.spawn(async {
+    ///     tokio::time::sleep(Duration::from_millis(1)).await; // tokio's timer, in a pool task
+    ///     tokio::spawn(async { 7 }).await.unwrap()          // and a tokio task
+    /// });
+    /// assert_eq!(block_on(slept).unwrap(), 7);
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn enter_tokio(mut self, handle: tokio::runtime::Handle) -> Self {
+        self.tokio = Some(handle);
         self
     }
 
@@ -455,7 +500,16 @@ impl Builder {
                 .name(pool.shared.worker_name(index))
                 .stack_size(stack_size);
             let shared = pool.shared.clone();
-            match b.spawn(move || worker::run(shared, index, queues, stack_size)) {
+            #[cfg(feature = "tokio")]
+            let tokio = self.tokio.clone();
+            let work = move || {
+                // Entered before the start hook and left after the stop
+                // hook: both may use tokio too.
+                #[cfg(feature = "tokio")]
+                let _entered = tokio.as_ref().map(tokio::runtime::Handle::enter);
+                worker::run(shared, index, queues, stack_size)
+            };
+            match b.spawn(work) {
                 Ok(t) => crate::loom::lock_std(&pool.shared.threads).push(t),
                 Err(e) => {
                     // Workers not started never decrement the count: do it

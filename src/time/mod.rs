@@ -424,6 +424,12 @@ impl Timer {
         }
     }
 
+    /// `true` if `other` is a handle of this same timer.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn same_as(&self, other: &Timer) -> bool {
+        std::ptr::eq(self.inner(), other.inner())
+    }
+
     /// `true` for a timer made by [`Timer::manual`].
     ///
     /// # Examples

@@ -72,6 +72,12 @@ impl Sleep {
         }
     }
 
+    /// The timer whose wheel and clock this sleep is on.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn timer(&self) -> &Timer {
+        &self.timer
+    }
+
     /// When this sleep completes. A deadline too far away for the clock
     /// reads as the furthest instant the platform can represent.
     ///

@@ -56,6 +56,18 @@ pub fn quiet_test_panics() {
     });
 }
 
+/// A 2-worker tokio runtime with I/O and timers, its threads named
+/// `thread_name`.
+#[allow(dead_code)] // used by the test binaries that meet tokio
+pub fn tokio_runtime(thread_name: &str) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(thread_name)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// fib(n) by `pool.join` recursion: the fork-join workload of the tests.
 #[allow(dead_code)] // used by some of the test binaries that include this
 pub fn fib(pool: &viaduct::ThreadPool, n: u64) -> u64 {
