@@ -1,8 +1,9 @@
 //! A TCP chat server on tokio's I/O with viaduct inside: the integration
 //! story in one program.
 //!
-//! - tokio owns the sockets: its reactor and the clients' tasks. The
-//!   accept loop and the connections are viaduct tasks on tokio's threads,
+//! - tokio owns the sockets: its reactor, the clients' tasks, and one tokio
+//!   task per connection, where a socket's wake-up costs what it costs in
+//!   any tokio server. The accept loop is a viaduct task on tokio's threads,
 //!   through the shipped adapter, [`TokioExecutor`] (feature `tokio`).
 //! - Each room's state is a [`Guarded`].
 //! - Each message's digest is computed on a viaduct pool, with a
@@ -11,8 +12,7 @@
 //! - Each connection has an idle timeout on viaduct's timer.
 //! - A periodic stats job on the pool prints progress.
 //! - The connections live in a [`JoinSet`], and one [`CancellationToken`]
-//!   stops them all at shutdown: each says `BYE` and ends, and the set
-//!   returns once every connection's future is gone.
+//!   stops them all at shutdown: each says `BYE` and ends.
 //!
 //! It starts, drives 50 loopback clients (and one that stays silent until
 //! its idle timeout closes it) for about 3 s, prints messages/s and the
@@ -24,16 +24,18 @@
 //! the median of viaduct's rate over the better plain one round by round.
 //!
 //! ```sh
-//! cargo run --release --features tokio --example chat    # 3 s
-//! cargo run --release --features tokio --example chat -- --secs 0.5   # shorter (CI)
-//! cargo run --release --features tokio --example chat -- --compare    # against plain tokio
+//! cargo run --release --features tokio --example chat                       # 3 s
+//! cargo run --release --features tokio --example chat -- --secs 0.5         # shorter (CI)
+//! cargo run --release --features tokio --example chat -- --compare          # against plain tokio
 //! cargo run --release --features tokio --example chat -- --compare --rounds 5
 //! ```
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures::{pin_mut, select, FutureExt};
@@ -76,6 +78,42 @@ impl Room {
         self.messages += 1;
         self.last = digest;
         (digest, self.messages)
+    }
+}
+
+/// A tokio task in a viaduct [`JoinSet`]: the set awaits it as it awaits
+/// its own tasks, and aborting or dropping the set asks tokio to cancel
+/// it. Unlike a viaduct task's, that cancel is not waited for: tokio drops
+/// the task later, on one of its workers, so when the set's `shutdown`
+/// returns the connection may still hold its socket. This server stops
+/// its connections with a token and joins them instead.
+///
+/// Why not run the connection as a viaduct task on [`TokioExecutor`]: each
+/// wake-up of such a task is a tokio task of its own (an allocation and
+/// tokio's task bookkeeping), which for a connection woken twice per
+/// message costs 5-8 % of this server's throughput (BENCHMARKS.md, issue
+/// 33); serving it on a viaduct pool that entered tokio's runtime costs as
+/// much, in the hop from tokio's reactor thread to the pool.
+struct OnTokio<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for OnTokio<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        match ready!(Pin::new(&mut self.0).poll(cx)) {
+            Ok(value) => Poll::Ready(value),
+            // The set reports it as the task's panic.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Nothing else can cancel it: its `JoinHandle` never leaves
+            // this wrapper, and dropping the wrapper ends the poll too.
+            Err(_) => panic!("tokio cancelled the task: its runtime shut down"),
+        }
+    }
+}
+
+impl<T> Drop for OnTokio<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -206,9 +244,9 @@ fn run_viaduct(settings: &Settings) -> Report {
     let posted = Arc::new(AtomicU64::new(0));
     let stats = pool.execute_every(settings.stats_period(), stats_job(posted.clone()));
 
-    // The accept loop and the connections: viaduct tasks on tokio's
-    // threads, the connections held in a JoinSet, all stopped by one token.
-    let (s, on_tokio) = (stack.clone(), tokio_ex.clone());
+    // The accept loop: a viaduct task on tokio's threads. The connections
+    // are tokio tasks, held in a JoinSet, all stopped by one token.
+    let (s, on_tokio, tokio) = (stack.clone(), tokio_ex.clone(), rt.handle().clone());
     let idle = settings.idle();
     let server = tokio_ex.spawn(async move {
         let mut connections = JoinSet::new();
@@ -220,7 +258,7 @@ fn run_viaduct(settings: &Settings) -> Report {
                     let (stream, _) = accepted.unwrap();
                     stream.set_nodelay(true).unwrap();
                     let served = connection(s.clone(), stream, idle, posted.clone());
-                    connections.spawn_on(served, &on_tokio);
+                    connections.spawn_on(OnTokio(tokio.spawn(served)), &on_tokio);
                 }
                 () = stopped => break,
             }

@@ -354,6 +354,73 @@
 //! the room, idle timeouts and a stats job on viaduct's timers, and the
 //! connections (tokio tasks) in a `JoinSet` stopped by one token.
 //!
+//! # An axum or hyper app with its CPU work on viaduct
+//!
+//! A handler (axum's, hyper's `service_fn`) is a future on tokio; a
+//! viaduct handle is a plain future it awaits. So the smallest change is
+//! to send the CPU work to a pool and await it: tokio's workers stay free
+//! for I/O, and the pool never deadlocks on waits inside it.
+//!
+//! ```
+//! use viaduct::prelude::*;
+//! use viaduct::ThreadPool;
+//!
+//! /// A handler's body: the CPU part on the pool, the rest where it runs.
+//! async fn thumbnail(pool: &ThreadPool, image: Vec<u8>) -> usize {
+//!     pool.run(move || image.iter().map(|b| *b as usize).sum::<usize>())
+//!         .await
+//!         .expect("the pool is open")
+//! }
+//!
+//! let pool = ThreadPool::builder().threads(2).name("cpu").build().unwrap();
+//! let rt = tokio::runtime::Runtime::new().unwrap();
+//! assert_eq!(rt.block_on(thumbnail(&pool, vec![1, 2, 3])), 6);
+//! ```
+//!
+//! To serve the connections themselves on a viaduct pool, turn on the
+//! `tokio` and `hyper` features: build the pool with
+//! [`enter_tokio`](pool::Builder::enter_tokio) (tokio's sockets then work
+//! in its tasks), spawn each connection with
+//! [`HyperExecutor`](compat::hyper::HyperExecutor), and give hyper viaduct's
+//! timer with [`HyperTimer`](compat::hyper::HyperTimer).
+//! `examples/http.rs` is such a server, with a load test against the same
+//! server on plain tokio (BENCHMARKS.md has the figures: ahead when
+//! handlers do CPU work, behind on requests that do none, since each
+//! crosses from tokio's reactor thread to the pool).
+//!
+//! # Limiting concurrency
+//!
+//! A well-kept semaphore works on any executor: async-lock's, or
+//! `tokio::sync::Semaphore`. There is no need to write one.
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use viaduct::prelude::*;
+//! use viaduct::{block_on, time, ThreadPool};
+//!
+//! let pool = ThreadPool::builder().threads(4).build().unwrap();
+//! let limit = Arc::new(async_lock::Semaphore::new(2)); // at most 2 at once
+//! let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+//! let calls: Vec<_> = (0..10)
+//!     .map(|_| {
+//!         let (limit, running, peak) = (limit.clone(), running.clone(), peak.clone());
+//!         pool.spawn(async move {
+//!             let _permit = limit.acquire().await;
+//!             let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+//!             peak.fetch_max(now, Ordering::SeqCst);
+//!             time::sleep(Duration::from_millis(1)).await; // a call to a backend
+//!             running.fetch_sub(1, Ordering::SeqCst);
+//!         })
+//!     })
+//!     .collect();
+//! for call in calls {
+//!     block_on(call).unwrap();
+//! }
+//! assert!(peak.load(Ordering::SeqCst) <= 2);
+//! ```
+//!
 //! # Testing with the simulation
 //!
 //! A test of concurrent code that passes a thousand times may still hide
