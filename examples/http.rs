@@ -309,6 +309,9 @@ impl Plain {
 fn start_plain(work: Work, offload: Offload) -> Running {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // As many threads for the CPU work as the other servers have
+        // (tokio's default is 512: 32 digests at once on 2 cores).
+        .max_blocking_threads(2)
         .thread_name("tokio")
         .enable_all()
         .build()

@@ -34,9 +34,13 @@ use crate::signal::poll_to_end;
 ///   holds the task dump. The task calling `block_on` fails the run with
 ///   it.
 /// - With the `tokio` feature, on a thread that runs a tokio
-///   current-thread runtime (inside its `block_on` or one of its tasks):
-///   blocking would stop that runtime, so a future that needs it would
-///   never end. `.await` it instead, or use a multi-thread runtime.
+///   current-thread runtime (inside its `block_on` or one of its tasks;
+///   not one of its `spawn_blocking` threads): blocking would stop that
+///   runtime, so a future that needs it would never end, and tokio's own
+///   `block_on` refuses such a thread too. `.await` it instead, or use a
+///   multi-thread runtime. On a multi-thread runtime's worker, `block_on`
+///   first hands the worker's tasks to another thread, as tokio's
+///   `block_in_place` does, so that none of them waits for it.
 /// - Inside a section of a strand, on a future that waits for that same
 ///   strand (a task or section queued on it, its lock): the strand runs
 ///   one section at a time, so that wait could never end. Await the
@@ -72,28 +76,41 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
         }
         None => {
             #[cfg(feature = "tokio")]
-            refuse_blocking_a_current_thread_runtime();
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                return block_in_tokio(&handle, fut);
+            }
             park_on(fut)
         }
     })
 }
 
-/// Panics if this thread runs a tokio current-thread runtime: blocking it
-/// would stop that runtime (its tasks, I/O and timers run on this thread
-/// only), so whatever the blocked-on future waits for there never comes.
-/// A thread that only entered such a runtime, without running it, is
-/// refused too: tokio does not tell the two apart.
+/// `block_on` on a thread where a tokio runtime is current.
+///
+/// - A thread that runs a current-thread runtime (inside its `block_on`
+///   or one of its tasks) is refused: blocking it stops that runtime, so a
+///   future that needs it never ends. tokio's `block_in_place` refuses
+///   exactly those threads, and takes the others (one of `spawn_blocking`'s,
+///   one that only entered the runtime): it is the probe. It panics with
+///   tokio's own message first, then this one says what to do.
+/// - A multi-thread runtime's worker hands its queues to another thread
+///   (`block_in_place`) before it parks, so the tasks it held (one it just
+///   spawned, in its LIFO slot, among them) run meanwhile.
 #[cfg(feature = "tokio")]
-fn refuse_blocking_a_current_thread_runtime() {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    if Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::CurrentThread) {
-        panic!(
-            "viaduct::block_on called on a thread that runs a tokio current-thread runtime: \
-             blocking it stops that runtime, so the future could wait forever. `.await` the \
-             future instead, or block on it from another thread (tokio's spawn_blocking, or a \
-             viaduct pool's `run`), or use a multi-thread runtime"
-        );
+fn block_in_tokio<F: Future>(handle: &tokio::runtime::Handle, fut: F) -> F::Output {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use tokio::runtime::RuntimeFlavor;
+    if handle.runtime_flavor() == RuntimeFlavor::CurrentThread {
+        if catch_unwind(AssertUnwindSafe(|| tokio::task::block_in_place(|| ()))).is_err() {
+            panic!(
+                "viaduct::block_on called on a thread that runs a tokio current-thread runtime: \
+                 blocking it stops that runtime, so the future could wait forever. `.await` the \
+                 future instead, or block on it from another thread (tokio's spawn_blocking, or \
+                 a viaduct pool's `run`), or use a multi-thread runtime"
+            );
+        }
+        return park_on(fut);
     }
+    tokio::task::block_in_place(|| park_on(fut))
 }
 
 /// `block_on` off any pool: park, but first run the `Inline` work this

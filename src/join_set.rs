@@ -143,8 +143,8 @@ impl<T> JoinSet<T> {
     /// ```
     pub fn insert(&mut self, handle: JoinHandle<T>) -> AbortHandle {
         let abort = handle.abort_handle();
-        // A spawn that was refused made no task, so no id: it gets one of
-        // its own here, to come out with like any other.
+        // A handle that names no task (a refused spawn, a section run on
+        // the spot) gets an id of its own, to come out with like any other.
         let id = handle.id().unwrap_or_else(TaskId::next);
         self.tasks.push(Member { id, handle });
         abort
@@ -170,9 +170,11 @@ impl<T> JoinSet<T> {
 
     /// Like [`join_next`](JoinSet::join_next), with the id of the task
     /// each result comes from, on either side: the id its handles report
-    /// ([`JoinHandle::id`], [`AbortHandle::id`]), or, for a spawn that was
-    /// refused and so made no task, an id of its own, unique like any
-    /// other.
+    /// ([`JoinHandle::id`], [`AbortHandle::id`]). A handle that names no
+    /// task (a spawn that was refused, a `Guarded::with` that ran on the
+    /// spot, a cancellable spawn whose token had fired) comes out with an
+    /// id of its own, unique like any other, which its handles do not
+    /// report.
     ///
     /// # Cancel safety
     ///

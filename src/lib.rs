@@ -384,8 +384,8 @@
 //! [`HyperExecutor`](compat::hyper::HyperExecutor), and give hyper viaduct's
 //! timer with [`HyperTimer`](compat::hyper::HyperTimer).
 //! `examples/http.rs` is such a server, with a load test against the same
-//! server on plain tokio (BENCHMARKS.md has the figures: ahead when
-//! handlers do CPU work, behind on requests that do none, since each
+//! server on plain tokio (BENCHMARKS.md has the figures: about even
+//! when handlers do CPU work, behind on requests that do none, since each
 //! crosses from tokio's reactor thread to the pool).
 //!
 //! # Limiting concurrency

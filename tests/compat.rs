@@ -140,6 +140,21 @@ mod on_tokio {
                 .unwrap();
             hooked.shutdown().unwrap();
             assert_eq!(seen.load(Ordering::SeqCst), 1);
+            let stopped = Arc::new(AtomicUsize::new(0));
+            let s = stopped.clone();
+            ThreadPool::builder()
+                .threads(2)
+                .enter_tokio(rt.handle().clone())
+                .on_thread_stop(move || {
+                    if tokio::runtime::Handle::try_current().is_ok() {
+                        s.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+                .build()
+                .unwrap()
+                .shutdown()
+                .unwrap();
+            assert_eq!(stopped.load(Ordering::SeqCst), 2);
             p.shutdown().unwrap();
         });
     }
@@ -181,15 +196,52 @@ mod on_tokio {
             // Inside one of its spawned tasks too.
             let inner = rt.block_on(async { tokio::spawn(async { block_on(async { 1 }) }).await });
             assert!(inner.unwrap_err().is_panic());
-            // A multi-thread runtime's thread may block: others drive it.
-            let multi = runtime("tk-m");
+            // Not refused: one of its spawn_blocking threads (the fix the
+            // message names), a pool task, a thread that only entered it.
+            let p = pool("tk-cur-pool");
+            let q = p.clone();
+            let from_blocking = rt.block_on(async move {
+                tokio::task::spawn_blocking(move || block_on(q.run(|| 4)))
+                    .await
+                    .unwrap()
+            });
+            assert_eq!(from_blocking.unwrap(), 4);
+            let on_pool =
+                rt.block_on(async move { p.spawn(async { block_on(async { 6 }) }).await });
+            assert_eq!(on_pool.unwrap(), 6);
+            let _entered = rt.handle().enter();
+            assert_eq!(block_on(async { 7 }), 7);
+        });
+    }
+
+    #[test]
+    fn block_on_on_a_multi_thread_worker_lets_the_workers_tasks_run_meanwhile() {
+        within("multi-thread-block", || {
+            // One worker: what it spawns sits in its LIFO slot, which no
+            // other worker may take; blocking it there waited forever.
+            let multi = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
             let v = multi.block_on(async {
-                block_on(async {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    5
+                tokio::spawn(async {
+                    block_on(async {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        tokio::spawn(async { 5 }).await.unwrap()
+                    })
                 })
+                .await
+                .unwrap()
             });
             assert_eq!(v, 5);
+            let on_tokio = TokioExecutor::new(multi.handle().clone());
+            let again = on_tokio.clone();
+            let w = block_on(
+                on_tokio.spawn(async move { block_on(again.spawn(async { 8 })).unwrap() }),
+            )
+            .unwrap();
+            assert_eq!(w, 8);
         });
     }
 
@@ -300,6 +352,38 @@ mod on_hyper {
             });
             assert_eq!(dropped.load(Ordering::SeqCst), 1);
             assert_eq!(closed.run_until_idle(), 0);
+
+            // A refused future whose `Drop` panics: `execute` does not.
+            support::quiet_test_panics();
+            struct Panics;
+            impl Drop for Panics {
+                fn drop(&mut self) {
+                    panic!("{}: a refused future's drop", support::TEST_PANIC);
+                }
+            }
+            let panics = Panics;
+            HyperExecutor::new(closed).execute(async move {
+                let _panics = panics;
+            });
+
+            // A full bounded pool: `execute` is inside hyper's poll and
+            // must not wait for room; the future is dropped.
+            let full = ThreadPool::builder()
+                .threads(1)
+                .max_pending(1)
+                .build()
+                .unwrap();
+            let (release, parked) = futures::channel::oneshot::channel::<()>();
+            let holder = full.spawn(async move {
+                let _ = parked.await;
+            });
+            let count = Count(dropped.clone());
+            HyperExecutor::new(full.clone()).execute(async move {
+                let _count = count;
+            });
+            assert_eq!(dropped.load(Ordering::SeqCst), 2, "dropped, not queued");
+            release.send(()).unwrap();
+            block_on(holder).unwrap();
         });
     }
 
@@ -312,8 +396,13 @@ mod on_hyper {
             assert_eq!(start, clock.now());
             let mut nap = timer.sleep(Duration::from_secs(10));
             let mut until = timer.sleep_until(start + Duration::from_secs(20));
-            // Moved in place: earlier, then later.
+            // Moved in place: earlier, then later; the same box.
+            let at = |s: &std::pin::Pin<Box<dyn hyper::rt::Sleep>>| {
+                &**s as *const dyn hyper::rt::Sleep as *const u8
+            };
+            let before = at(&nap);
             timer.reset(&mut nap, start + Duration::from_secs(5));
+            assert_eq!(at(&nap), before, "a reset on the same timer is in place");
             clock.advance(Duration::from_secs(5));
             block_on(&mut nap);
             timer.reset(&mut nap, start + Duration::from_secs(30));
@@ -329,7 +418,9 @@ mod on_hyper {
             // A sleep from another timer is replaced, on this one's clock.
             let other = HyperTimer::new(Timer::manual());
             let mut foreign = other.sleep(Duration::from_secs(3600));
+            let before = at(&foreign);
             timer.reset(&mut foreign, timer.now() + Duration::from_secs(1));
+            assert_ne!(at(&foreign), before, "another timer's sleep is replaced");
             clock.advance(Duration::from_secs(1));
             block_on(&mut foreign);
             // A deadline past what the clock can reach never fires.

@@ -352,11 +352,15 @@ fn try_join_next_with_id_takes_every_ready_result_whatever_the_budget() {
             }
             let mut ids = Vec::new();
             while let Some(next) = set.try_join_next_with_id() {
-                ids.push(next.unwrap().0);
+                ids.push(Some(next.unwrap().0));
             }
-            ids
+            let mut expected: Vec<_> = aborts.iter().map(|a| a.id()).collect();
+            ids.sort();
+            expected.sort();
+            (ids, expected)
         }))
         .unwrap();
-        assert_eq!(got.len(), 1000);
+        assert_eq!(got.0.len(), 1000);
+        assert_eq!(got.0, got.1, "each result carries its task's id");
     });
 }

@@ -173,6 +173,72 @@ fn strand_types_chains_tokens_sets_scopes_and_simulations_leave_the_heap_flat_ov
             }
             bump(ran)();
         });
+        check(
+            "JoinSet: insert, join_next_with_id, detach_all",
+            &pool,
+            |_, ran| {
+                let mut set = JoinSet::new();
+                let id = set.insert(pool.spawn(async { 2u8 })).id();
+                let (got, v) = block_on(set.join_next_with_id()).unwrap().unwrap();
+                assert_eq!((Some(got), v), (id, 2));
+                let bump = bump(ran);
+                set.spawn_on(
+                    async move {
+                        bump();
+                        3
+                    },
+                    &pool,
+                );
+                set.detach_all();
+            },
+        );
+        check("a drop guard, and run_until_cancelled", &pool, |i, ran| {
+            let token = CancellationToken::new();
+            if i % 2 == 0 {
+                drop(token.clone().drop_guard());
+            } else {
+                drop(token.clone().drop_guard().disarm());
+            }
+            let out = block_on(token.run_until_cancelled(async { 1u8 }));
+            assert_eq!(out.is_none(), i % 2 == 0);
+            bump(ran)();
+        });
+        #[cfg(feature = "tokio")]
+        {
+            let rt = support::tokio_runtime("leak-tokio");
+            let on_tokio = viaduct::compat::tokio::TokioExecutor::new(rt.handle().clone());
+            check("a task on TokioExecutor, awaited", &pool, |_, ran| {
+                let bump = bump(ran);
+                block_on(on_tokio.spawn(async move {
+                    tokio::task::yield_now().await;
+                    bump()
+                }))
+                .unwrap();
+            });
+        }
+        #[cfg(feature = "rayon")]
+        {
+            let on_rayon = viaduct::compat::rayon::RayonExecutor::new(Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .build()
+                    .unwrap(),
+            ));
+            check("a task on RayonExecutor, awaited", &pool, |_, ran| {
+                block_on(on_rayon.run(bump(ran))).unwrap();
+            });
+        }
+        #[cfg(feature = "hyper")]
+        {
+            use hyper::rt::Timer as _;
+            let timer = viaduct::compat::hyper::HyperTimer::new(viaduct::time::Timer::manual());
+            check("a hyper sleep, reset and dropped", &pool, |_, ran| {
+                let mut sleep = timer.sleep(Duration::from_secs(60));
+                timer.reset(&mut sleep, timer.now() + Duration::from_secs(30));
+                drop(sleep);
+                bump(ran)();
+            });
+        }
         check("scope: a joined task, a dropped one", &pool, |i, ran| {
             let local = i;
             pool.scope(|s| {

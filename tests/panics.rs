@@ -688,3 +688,24 @@ impl Future for AlwaysPanics {
         panic!("{TEST_PANIC}: polled");
     }
 }
+
+#[test]
+fn a_refused_spawn_whose_future_panics_in_drop_does_not_panic_the_caller() {
+    quiet_test_panics();
+    struct Panics;
+    impl Drop for Panics {
+        fn drop(&mut self) {
+            panic!("{TEST_PANIC}: a refused future's drop");
+        }
+    }
+    let closed = ManualExecutor::new();
+    closed.close();
+    let panics = Panics;
+    let refused = closed.spawn(async move {
+        let _panics = panics;
+    });
+    assert!(matches!(
+        block_on(refused),
+        Err(TaskError::Rejected(viaduct::RejectReason::Closed))
+    ));
+}

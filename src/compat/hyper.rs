@@ -20,9 +20,12 @@ use crate::time::{Sleep, Timer};
 /// hyper's [`Executor`](hyper::rt::Executor) over a viaduct executor: each
 /// future hyper hands it is spawned there as a detached task.
 ///
-/// hyper cannot be told that a spawn was refused: on a closed executor the
-/// future is dropped unrun, which ends what it served (a connection, a
-/// stream), as a runtime that shut down would.
+/// hyper cannot be told that a spawn was refused, and it calls `execute`
+/// inside a poll, where waiting is not allowed: on a closed executor, or a
+/// bounded pool with no room left, the future is dropped unrun, which ends
+/// what it served (a connection, a stream), as a runtime that shut down
+/// would. A panic in its `Drop` goes where the calling task's unread
+/// panics go.
 ///
 /// # Examples
 ///
@@ -62,8 +65,11 @@ where
     F::Output: Send + 'static,
 {
     fn execute(&self, future: F) {
-        // Detached: hyper keeps no handle of what it spawns.
-        drop(self.executor.spawn(future));
+        // Detached: hyper keeps no handle of what it spawns. Never waits
+        // for room (`try_spawn`): the caller is inside a poll.
+        if let Err(refused) = self.executor.try_spawn(future) {
+            crate::task::reporting_panics(move || drop(refused));
+        }
     }
 }
 

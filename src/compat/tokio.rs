@@ -6,9 +6,13 @@
 //! - [`Builder::enter_tokio`](crate::pool::Builder::enter_tokio) makes every worker of a viaduct pool enter a
 //!   tokio runtime, so tokio's sockets, timers and `tokio::spawn` work
 //!   inside the pool's tasks too, while the pool runs them.
-//! - With the feature on, [`block_on`](crate::block_on) refuses, with a
-//!   panic that says what to do instead, the one thread where it could
-//!   only hang: a thread running a tokio current-thread runtime.
+//! - With the feature on, [`block_on`](crate::block_on) knows tokio's
+//!   threads. It refuses, with a panic that says what to do instead, a
+//!   thread that runs a tokio current-thread runtime (its `block_on`, its
+//!   tasks), as tokio's own `block_on` does: blocking it stops that
+//!   runtime. On a multi-thread runtime's worker it first hands the
+//!   worker's tasks to another thread, as `tokio::task::block_in_place`
+//!   does, so none of them waits behind the blocked one.
 //!
 //! The other direction needs nothing: viaduct's handles, locks and timers
 //! are ordinary futures a tokio task awaits.

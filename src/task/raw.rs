@@ -196,7 +196,13 @@ where
 {
     match admitted_or_rejected(&exec, admitted) {
         Ok(admission) => spawn_admitted(exec, fut, admission),
-        Err(refused) => refused,
+        Err(refused) => {
+            // The caller is told by the handle; a panic in the future's
+            // `Drop` goes where the caller's unread panics go, not into
+            // a spawn that promises not to panic.
+            current::reporting_panics(move || drop(fut));
+            refused
+        }
     }
 }
 
