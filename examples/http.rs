@@ -1,11 +1,12 @@
 //! A real HTTP/1 server with hyper, tokio's I/O and viaduct's pool: the
 //! integration story for a web service.
 //!
-//! - tokio does the I/O: one tokio worker drives the sockets' reactor.
-//! - Connections are served on a viaduct pool through
-//!   [`HyperExecutor`], whose workers entered tokio's runtime
-//!   ([`enter_tokio`](viaduct::pool::Builder::enter_tokio)); header reads
-//!   time out on viaduct's timer wheel ([`HyperTimer`]).
+//! - tokio does the I/O, in a reactor the viaduct pool drives itself
+//!   ([`tokio_reactor`](viaduct::pool::Builder::tokio_reactor)): an idle
+//!   worker waits on the sockets, and a socket's task runs on the worker
+//!   that saw it ready.
+//! - Connections are served on that pool through [`HyperExecutor`];
+//!   header reads time out on viaduct's timer wheel ([`HyperTimer`]).
 //! - Handlers offload their CPU work to the pool (`pool.run`) and count
 //!   requests per route in a [`Guarded`].
 //! - `GET /metrics` answers with the pool's metrics, the counters and a
@@ -197,18 +198,12 @@ struct Running {
 }
 
 fn start_viaduct(work: Work) -> Running {
-    // One tokio worker: it drives the reactor; everything else runs on
-    // the viaduct pool.
-    let io = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("io")
-        .enable_all()
-        .build()
-        .unwrap();
+    // The pool is its own tokio reactor: its workers drive the sockets,
+    // and a socket's task runs on the worker that saw it ready.
     let pool = ThreadPool::builder()
         .threads(2)
         .name("http")
-        .enter_tokio(io.handle().clone())
+        .tokio_reactor()
         .build()
         .unwrap();
     let server = Viaduct {
@@ -216,7 +211,8 @@ fn start_viaduct(work: Work) -> Running {
         counters: Guarded::new(pool.clone(), Counters::default()),
         work,
     };
-    let listener = io.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let tokio = pool.tokio_handle().unwrap();
+    let listener = tokio.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
     let s = server.clone();
     let accept = pool.spawn(async move {
@@ -246,7 +242,6 @@ fn start_viaduct(work: Work) -> Running {
             drop(server);
             pool.shutdown_now()
                 .expect("the pool stops: this is not one of its threads");
-            io.shutdown_background();
             counters
         }),
     }

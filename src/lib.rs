@@ -379,14 +379,15 @@
 //!
 //! To serve the connections themselves on a viaduct pool, turn on the
 //! `tokio` and `hyper` features: build the pool with
-//! [`enter_tokio`](pool::Builder::enter_tokio) (tokio's sockets then work
-//! in its tasks), spawn each connection with
-//! [`HyperExecutor`](compat::hyper::HyperExecutor), and give hyper viaduct's
-//! timer with [`HyperTimer`](compat::hyper::HyperTimer).
+//! [`tokio_reactor`](pool::Builder::tokio_reactor) (its workers then
+//! drive tokio's sockets and timers themselves), spawn each connection
+//! with [`HyperExecutor`](compat::hyper::HyperExecutor), and give hyper
+//! viaduct's timer with [`HyperTimer`](compat::hyper::HyperTimer).
 //! `examples/http.rs` is such a server, with a load test against the same
-//! server on plain tokio (BENCHMARKS.md has the figures: about even
-//! when handlers do CPU work, behind on requests that do none, since each
-//! crosses from tokio's reactor thread to the pool).
+//! server on plain tokio (BENCHMARKS.md has the figures). A pool that
+//! only [entered](pool::Builder::enter_tokio) a runtime running elsewhere
+//! works too, but each wake-up then crosses from that runtime's thread to
+//! the pool.
 //!
 //! # Limiting concurrency
 //!

@@ -160,6 +160,109 @@ mod on_tokio {
     }
 
     #[test]
+    fn a_pool_with_its_own_reactor_serves_sockets_timers_and_tokio_tasks() {
+        within("own-reactor", || {
+            let p = ThreadPool::builder()
+                .threads(2)
+                .name("own")
+                .tokio_reactor()
+                .build()
+                .unwrap();
+            let handles: Vec<_> = (0..20u8)
+                .map(|i| {
+                    p.spawn(async move {
+                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                        let addr = listener.local_addr().unwrap();
+                        let server = tokio::spawn(async move {
+                            let (mut socket, _) = listener.accept().await.unwrap();
+                            let mut b = [0u8; 1];
+                            socket.read_exact(&mut b).await.unwrap();
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                            socket.write_all(&[b[0] + 1]).await.unwrap();
+                        });
+                        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+                        client.write_all(&[i]).await.unwrap();
+                        let mut back = [0u8; 1];
+                        client.read_exact(&mut back).await.unwrap();
+                        server.await.unwrap();
+                        (back[0], thread_name())
+                    })
+                })
+                .collect();
+            for (i, h) in handles.into_iter().enumerate() {
+                let (got, name) = block_on(h).unwrap();
+                assert_eq!(got, i as u8 + 1);
+                assert!(name.starts_with("own-"), "{name}");
+            }
+            let outside = p.tokio_handle().unwrap();
+            outside.block_on(async { tokio::time::sleep(Duration::from_millis(1)).await });
+            p.shutdown().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_pools_own_reactor_is_served_while_every_worker_is_busy() {
+        within("busy-reactor", || {
+            let p = ThreadPool::builder()
+                .threads(2)
+                .tokio_reactor()
+                .build()
+                .unwrap();
+            let woke = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            // Each worker runs a chain of short jobs until the sleeper
+            // wakes: no worker is ever idle, so only the turns busy
+            // workers give the driver can fire the tokio timer.
+            fn busy(
+                p: ThreadPool,
+                woke: Arc<std::sync::atomic::AtomicBool>,
+                until: std::time::Instant,
+            ) {
+                let q = p.clone();
+                drop(p.spawn(async move {
+                    let spin = std::time::Instant::now();
+                    while spin.elapsed() < Duration::from_micros(50) {}
+                    if !woke.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                        busy(q, woke, until);
+                    }
+                }));
+            }
+            let until = std::time::Instant::now() + Duration::from_secs(10);
+            let w = woke.clone();
+            let sleeper = p.spawn(async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                w.store(true, Ordering::SeqCst);
+            });
+            for _ in 0..2 {
+                busy(p.clone(), woke.clone(), until);
+            }
+            block_on(sleeper).unwrap();
+            assert!(
+                std::time::Instant::now() < until,
+                "the timer fired only once the work ran out"
+            );
+        });
+    }
+
+    #[test]
+    fn a_pool_with_its_own_reactor_shuts_down_with_tokio_work_pending() {
+        within("reactor-shutdown", || {
+            let p = ThreadPool::builder()
+                .threads(2)
+                .tokio_reactor()
+                .build()
+                .unwrap();
+            let parked = p.spawn(async {
+                tokio::spawn(tokio::time::sleep(Duration::from_secs(3600)));
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            p.shutdown_now().unwrap();
+            assert!(matches!(block_on(parked), Err(TaskError::Cancelled)));
+        });
+    }
+
+    #[test]
     fn without_enter_tokio_a_tokio_timer_in_a_pool_task_fails_as_tokio_says() {
         support::quiet_test_panics();
         within("no-enter", || {

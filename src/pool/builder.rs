@@ -43,9 +43,18 @@ pub struct Builder {
     on_panic: Option<PanicHandler>,
     stall_threshold: Option<Duration>,
     on_stall: Option<StallHandler>,
-    /// The tokio runtime every worker enters.
+    /// The tokio runtime every worker enters, or the reactor to make.
     #[cfg(feature = "tokio")]
-    tokio: Option<tokio::runtime::Handle>,
+    tokio: Option<Tokio>,
+}
+
+/// What the pool's workers do with tokio.
+#[cfg(feature = "tokio")]
+enum Tokio {
+    /// Enter a runtime that others drive.
+    Enter(tokio::runtime::Handle),
+    /// Make a reactor of the pool's own, and drive it.
+    Reactor,
 }
 
 /// Why [`Builder::build`] failed.
@@ -313,7 +322,55 @@ impl Builder {
     /// ```
     #[cfg(feature = "tokio")]
     pub fn enter_tokio(mut self, handle: tokio::runtime::Handle) -> Self {
-        self.tokio = Some(handle);
+        self.tokio = Some(Tokio::Enter(handle));
+        self
+    }
+
+    /// Gives the pool a tokio reactor of its own, which its workers drive:
+    /// tokio's sockets, timers and `tokio::spawn` work in the pool's tasks
+    /// with no tokio runtime anywhere else. Feature `tokio`; replaces an
+    /// [`enter_tokio`](Builder::enter_tokio).
+    ///
+    /// The reactor is a current-thread tokio runtime with I/O and timers
+    /// (those tokio was built with), which every worker enters. An idle
+    /// worker waits in its driver (one at a time), so a socket that becomes
+    /// ready wakes its task on the worker that saw it, as in tokio's own
+    /// workers; busy ones give the driver a turn every 61 jobs. A pool that
+    /// only entered another runtime pays, on every wake-up, a hop from
+    /// that runtime's thread to a worker: `examples/http.rs` serves small
+    /// requests about a third faster this way (BENCHMARKS.md, issue 33).
+    /// `tokio::spawn` from a pool task makes a tokio task, which runs in
+    /// those turns, on a worker.
+    /// [`ThreadPool::tokio_handle`] reaches the reactor from outside.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    /// use viaduct::{block_on, ExecutorExt, ThreadPool};
+    ///
+    /// let pool = ThreadPool::builder().threads(2).tokio_reactor().build().unwrap();
+    /// let echoed = pool.spawn(async {
+    ///     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    ///     let addr = listener.local_addr().unwrap();
+    ///     let server = tokio::spawn(async move {
+    ///         let (mut socket, _) = listener.accept().await.unwrap();
+    ///         let mut word = [0; 4];
+    ///         socket.read_exact(&mut word).await.unwrap();
+    ///         socket.write_all(&word).await.unwrap();
+    ///     });
+    ///     let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    ///     client.write_all(b"ping").await.unwrap();
+    ///     let mut back = [0; 4];
+    ///     client.read_exact(&mut back).await.unwrap();
+    ///     server.await.unwrap();
+    ///     back
+    /// });
+    /// assert_eq!(&block_on(echoed).unwrap(), b"ping");
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn tokio_reactor(mut self) -> Self {
+        self.tokio = Some(Tokio::Reactor);
         self
     }
 
@@ -466,6 +523,16 @@ impl Builder {
             (None, None) => None,
         };
         check_map_room(n).map_err(BuildError::Spawn)?;
+        #[cfg(feature = "tokio")]
+        let (reactor, tokio) = match self.tokio {
+            Some(Tokio::Reactor) => {
+                let reactor = super::reactor::Reactor::new().map_err(BuildError::Spawn)?;
+                let handle = reactor.handle().clone();
+                (Some(reactor), Some(handle))
+            }
+            Some(Tokio::Enter(handle)) => (None, Some(handle)),
+            None => (None, None),
+        };
         let workers: Vec<_> = (0..n).map(|_| worker::Queues::new()).collect();
         let shared = Arc::new_cyclic(|me| Shared {
             me: me.clone(),
@@ -493,6 +560,10 @@ impl Builder {
             on_panic: self.on_panic,
             books: crate::dump::records::Books::new(n, 0),
             watcher: Default::default(),
+            #[cfg(feature = "tokio")]
+            reactor,
+            #[cfg(feature = "tokio")]
+            tokio,
         });
         let pool = ThreadPool { shared };
         for (index, queues) in workers.into_iter().enumerate() {
@@ -501,7 +572,7 @@ impl Builder {
                 .stack_size(stack_size);
             let shared = pool.shared.clone();
             #[cfg(feature = "tokio")]
-            let tokio = self.tokio.clone();
+            let tokio = pool.shared.tokio.clone();
             let work = move || {
                 // Entered before the start hook and left after the stop
                 // hook: both may use tokio too.

@@ -179,6 +179,18 @@ impl Idle {
         self.parkers[i].park();
     }
 
+    /// [`park`](Idle::park), in `reactor`'s driver if no other worker is
+    /// in it (`true`: it was; work its sockets woke may be in this
+    /// worker's own queues).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn park_in(&self, i: usize, reactor: &super::reactor::Reactor) -> bool {
+        if self.parkers[i].park_in(reactor) {
+            return true;
+        }
+        self.parkers[i].park();
+        false
+    }
+
     /// Wakes worker `i` whether or not it is on the sleepers list (the
     /// waker of a `block_on` future, the latch of a stolen `join` half).
     pub(crate) fn unpark(&self, i: usize) {
@@ -212,10 +224,25 @@ pub(crate) enum Woken {
 /// every wake-up cost three context switches instead of one. That tripled
 /// the cost of every hand-off between executors (BENCHMARKS.md,
 /// continuations).
+///
+/// A worker of a pool that drives its own tokio reactor may wait in the
+/// reactor's driver instead (`reactor.rs`): it sets `in_reactor`, then
+/// registers the waker that ends that wait and looks at the flag, on each
+/// poll; `unpark` sets the flag, then wakes a registered waker if it sees
+/// `in_reactor`. With both sides sequentially consistent, either the
+/// unpark sees `in_reactor` (and the waker, or the worker's look at the
+/// flag comes after it: the slot's lock orders them), or the worker's look
+/// sees the flag. `loom_model::unpark_ends_a_wait_in_the_reactor` checks it.
 struct Parker {
     notified: AtomicBool,
     /// The worker's thread, set by its first `park`.
     thread: SetOnce<thread::Thread>,
+    /// The worker waits in the reactor's driver, not on its thread.
+    #[cfg(any(feature = "tokio", all(test, loom)))]
+    in_reactor: AtomicBool,
+    /// The waker of that wait, while it lasts.
+    #[cfg(any(feature = "tokio", all(test, loom)))]
+    waker: Mutex<Option<std::task::Waker>>,
 }
 
 impl Parker {
@@ -223,6 +250,10 @@ impl Parker {
         Parker {
             notified: AtomicBool::new(false),
             thread: SetOnce::new(),
+            #[cfg(any(feature = "tokio", all(test, loom)))]
+            in_reactor: AtomicBool::new(false),
+            #[cfg(any(feature = "tokio", all(test, loom)))]
+            waker: Mutex::new(None),
         }
     }
 
@@ -231,11 +262,48 @@ impl Parker {
         // Pairs with the fence in `park`: either this sees the thread, or
         // the worker's first look at `notified` comes after the store.
         fence(SeqCst);
+        #[cfg(any(feature = "tokio", all(test, loom)))]
+        if self.in_reactor.load(SeqCst) {
+            // Taken under the lock, woken after it: a waker's `wake` may
+            // do anything.
+            let waker = crate::loom::lock(&self.waker).take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
         self.thread.with(|thread| {
             if let Some(thread) = thread {
                 thread.unpark();
             }
         });
+    }
+
+    /// For a wait in the reactor: registers `waker` as the one `unpark`
+    /// wakes, then takes the flag if it is set (`true`: the wait is over).
+    #[cfg(any(feature = "tokio", all(test, loom)))]
+    fn register_or_take(&self, waker: &std::task::Waker) -> bool {
+        let mut slot = crate::loom::lock(&self.waker);
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+        drop(slot);
+        self.notified.load(SeqCst) && self.notified.swap(false, SeqCst)
+    }
+
+    /// Waits for an `unpark` in the reactor's driver if no other worker is
+    /// in it; `false` if one is (nothing waited).
+    #[cfg(feature = "tokio")]
+    fn park_in(&self, reactor: &super::reactor::Reactor) -> bool {
+        self.in_reactor.store(true, SeqCst);
+        // Pairs with the fence in `unpark` (a store, then a look at the
+        // other's flag, on each side).
+        fence(SeqCst);
+        let waited = reactor.wait(|waker| self.register_or_take(waker));
+        self.in_reactor.store(false, SeqCst);
+        // The old waker must not be woken (or kept) past the wait.
+        let stale = crate::loom::lock(&self.waker).take();
+        drop(stale);
+        waited
     }
 
     fn park(&self) {
@@ -381,6 +449,41 @@ mod loom_model {
                 w.join().unwrap();
             }
             assert_eq!(done.load(SeqCst), 2);
+        });
+    }
+
+    /// A worker waits in the reactor (the wait's polls register a waker
+    /// and look at the flag, as `Parker::park_in` does) while another
+    /// thread unparks it: the wait always ends, whichever comes first.
+    /// Fails if `unpark` reads `in_reactor` before its store of the flag,
+    /// or if the look at the flag comes before the waker is registered.
+    #[test]
+    fn unpark_ends_a_wait_in_the_reactor() {
+        use std::task::{Wake, Waker};
+        struct Flag(AtomicBool);
+        impl Wake for Flag {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.store(true, SeqCst);
+            }
+        }
+        loom::model(|| {
+            let parker = Arc::new(Parker::new());
+            let p = parker.clone();
+            let unparker = loom::thread::spawn(move || p.unpark());
+            loom::thread::yield_now();
+            let woken = std::sync::Arc::new(Flag(AtomicBool::new(false)));
+            let waker = Waker::from(woken.clone());
+            parker.in_reactor.store(true, SeqCst);
+            fence(SeqCst);
+            // tokio's `block_on`: poll, and poll again once woken.
+            while !parker.register_or_take(&waker) {
+                // The load first, as in `Parker::park` (loom 0.7).
+                while !(woken.0.load(SeqCst) && woken.0.swap(false, SeqCst)) {
+                    loom::thread::yield_now();
+                }
+            }
+            parker.in_reactor.store(false, SeqCst);
+            unparker.join().unwrap();
         });
     }
 }

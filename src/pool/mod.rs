@@ -45,6 +45,8 @@ mod builder;
 mod idle;
 mod job;
 mod join;
+#[cfg(feature = "tokio")]
+mod reactor;
 mod stall;
 mod worker;
 
@@ -136,6 +138,13 @@ pub(crate) struct Shared {
     tracker: TrackerHeader,
     /// What an `Exec` of this pool points to.
     header: ExecHeader,
+    /// The tokio reactor the workers drive, if the builder asked for one.
+    #[cfg(feature = "tokio")]
+    reactor: Option<reactor::Reactor>,
+    /// The tokio runtime the workers entered (the reactor's, or one the
+    /// builder was given).
+    #[cfg(feature = "tokio")]
+    tokio: Option<tokio::runtime::Handle>,
 }
 
 #[derive(Default)]
@@ -593,6 +602,32 @@ impl ThreadPool {
         )
     }
 
+    /// The tokio runtime the pool's workers entered: the pool's own
+    /// reactor ([`Builder::tokio_reactor`]) or the runtime given to
+    /// [`Builder::enter_tokio`]; `None` if neither. Feature `tokio`.
+    ///
+    /// Through it, code off the pool reaches what its tasks use: it may
+    /// `spawn` on it, or `block_on` a future that uses tokio's sockets and
+    /// timers while the pool's workers drive them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::ThreadPool;
+    ///
+    /// let pool = ThreadPool::builder().threads(1).tokio_reactor().build().unwrap();
+    /// let listener = pool
+    ///     .tokio_handle()
+    ///     .unwrap()
+    ///     .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+    ///     .unwrap();
+    /// assert!(listener.local_addr().unwrap().port() > 0);
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn tokio_handle(&self) -> Option<tokio::runtime::Handle> {
+        self.shared.tokio.clone()
+    }
+
     /// A snapshot of the pool's counters.
     ///
     /// # Examples
@@ -681,6 +716,11 @@ impl Shared {
             self.terminated.store(true, SeqCst);
             if let Some(watcher) = self.watcher.get() {
                 watcher.unpark();
+            }
+            // Before the drain: what it wakes lands in the injector.
+            #[cfg(feature = "tokio")]
+            if let Some(reactor) = &self.reactor {
+                reactor.shut_down();
             }
             self.drain_injector();
             self.all_exited.notify(usize::MAX);

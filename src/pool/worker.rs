@@ -92,6 +92,11 @@ pub(crate) struct WorkerCtx {
     stack_size: usize,
     /// Its records for stall reports and dumps.
     here: crate::dump::records::Here,
+    /// Waiting in the pool's tokio reactor: work scheduled here meanwhile
+    /// (a socket's task, woken by the driver on this thread) must end the
+    /// wait.
+    #[cfg(feature = "tokio")]
+    in_reactor: Cell<bool>,
 }
 
 /// Runs `f` with the worker running on this thread, if it is one.
@@ -131,6 +136,8 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         joins_per_look: Cell::new(1),
         last_look: Cell::new(Instant::now()),
         sharing: Cell::new(false),
+        #[cfg(feature = "tokio")]
+        in_reactor: Cell::new(false),
     };
     // A thread's first steal registers it with crossbeam's epoch, which
     // allocates about 2 KiB. Made here, from a queue of its own, it is not
@@ -145,6 +152,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         }
         if let Some(job) = ctx.next_local() {
             job.run();
+            ctx.after_local_job();
             continue;
         }
         match ctx.find_or_park(&|| false, true) {
@@ -203,6 +211,10 @@ impl WorkerCtx {
         if let Some(prev) = self.lifo.replace(Some(runnable)) {
             self.queues.tasks.push(Job::Task(prev));
             self.shared.idle.notify_one();
+        }
+        #[cfg(feature = "tokio")]
+        if self.in_reactor.get() {
+            self.shared.idle.unpark(self.index);
         }
     }
 
@@ -410,9 +422,47 @@ impl WorkerCtx {
             }
             WorkerStats::bump(&stats.parked);
             trace_event!(worker = self.index, "park");
-            idle.park(self.index);
+            let in_reactor = self.park();
             rounds = 0;
             searching = idle.cancel_sleep(self.index) == Woken::ByNotify;
+            if in_reactor {
+                // The driver may have woken tasks into this worker's own
+                // queues, which `steal` does not look at.
+                if let Some(job) = self.next_local() {
+                    if searching {
+                        idle.stop_searching(work_in_sight);
+                    }
+                    return Found::Job(job);
+                }
+            }
+        }
+    }
+
+    /// Sleeps until unparked: in the pool's tokio reactor, if it has one
+    /// and no other worker is in it (`true`: then tasks the reactor woke
+    /// may be in this worker's own queues).
+    fn park(&self) -> bool {
+        #[cfg(feature = "tokio")]
+        if let Some(reactor) = &self.shared.reactor {
+            self.in_reactor.set(true);
+            let waited = self.shared.idle.park_in(self.index, reactor);
+            self.in_reactor.set(false);
+            return waited;
+        }
+        self.shared.idle.park(self.index);
+        false
+    }
+
+    /// After a job from this worker's own queues: every so often, a turn
+    /// of the pool's tokio reactor, so sockets and timers are served while
+    /// every worker is busy.
+    #[inline]
+    fn after_local_job(&self) {
+        #[cfg(feature = "tokio")]
+        if let Some(reactor) = &self.shared.reactor {
+            if self.tick.get() % super::reactor::TURN_EVERY == 0 {
+                reactor.turn();
+            }
         }
     }
 
@@ -422,6 +472,7 @@ impl WorkerCtx {
         while !cond() {
             if let Some(job) = self.next_local() {
                 job.run();
+                self.after_local_job();
                 continue;
             }
             match self.find_or_park(cond, false) {
