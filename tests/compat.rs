@@ -245,6 +245,65 @@ mod on_tokio {
     }
 
     #[test]
+    fn a_long_job_woken_in_the_reactor_hands_the_driver_to_an_idle_worker() {
+        within("reactor-hand-off", || {
+            let p = ThreadPool::builder()
+                .threads(2)
+                .tokio_reactor()
+                .build()
+                .unwrap();
+            let long_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let l = long_done.clone();
+            // Woken by a tokio timer, on the worker in the driver, then
+            // busy for a long while.
+            let long = p.spawn(async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let spin = std::time::Instant::now();
+                while spin.elapsed() < Duration::from_millis(1500) {}
+                l.store(true, Ordering::SeqCst);
+            });
+            let d = long_done.clone();
+            let timer = p.spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                d.load(Ordering::SeqCst)
+            });
+            let fired_after_the_long_job = block_on(timer).unwrap();
+            block_on(long).unwrap();
+            assert!(
+                !fired_after_the_long_job,
+                "the timer waited for the long job: nobody took the driver over"
+            );
+        });
+    }
+
+    #[test]
+    fn a_tokio_task_in_the_pools_reactor_that_blocks_on_the_pool_panics_instead_of_hanging() {
+        within("reactor-block-on", || {
+            let p = ThreadPool::builder()
+                .threads(1)
+                .tokio_reactor()
+                .build()
+                .unwrap();
+            let joined = block_on(p.spawn(async {
+                tokio::spawn(async {
+                    block_on(tokio::time::sleep(Duration::from_millis(20)));
+                })
+                .await
+            }))
+            .unwrap();
+            let panic = joined.unwrap_err().into_panic();
+            let msg = message(&*panic);
+            assert!(msg.contains("tokio reactor"), "{msg}");
+            // The pool goes on: its reactor still serves.
+            let later = p.spawn(async {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                9
+            });
+            assert_eq!(block_on(later).unwrap(), 9);
+        });
+    }
+
+    #[test]
     fn a_pool_with_its_own_reactor_shuts_down_with_tokio_work_pending() {
         within("reactor-shutdown", || {
             let p = ThreadPool::builder()

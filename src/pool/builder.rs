@@ -335,12 +335,15 @@ impl Builder {
     /// (those tokio was built with), which every worker enters. An idle
     /// worker waits in its driver (one at a time), so a socket that becomes
     /// ready wakes its task on the worker that saw it, as in tokio's own
-    /// workers; busy ones give the driver a turn every 61 jobs. A pool that
+    /// workers; busy ones give the driver a turn at most every 250 us. A
+    /// worker that leaves the driver for a job wakes a sleeping one to take
+    /// it over. A pool that
     /// only entered another runtime pays, on every wake-up, a hop from
     /// that runtime's thread to a worker: `examples/http.rs` serves small
     /// requests about a third faster this way (BENCHMARKS.md, issue 33).
     /// `tokio::spawn` from a pool task makes a tokio task, which runs in
-    /// those turns, on a worker.
+    /// the driver, on a worker: it must not wait on the pool there (a
+    /// viaduct `block_on` in it panics, saying so); `.await` instead.
     /// [`ThreadPool::tokio_handle`] reaches the reactor from outside.
     ///
     /// # Examples

@@ -10,8 +10,14 @@
 //!   ready wakes its task right there, into that worker's own queue: no
 //!   hop from a reactor thread to the pool, which is what a pool that only
 //!   entered another runtime pays on every wake-up.
-//! - A busy worker gives the driver a turn that does not wait every
-//!   [`TURN_EVERY`] jobs, so sockets and timers are served under load too.
+//! - A busy worker gives the driver a turn that does not wait, at most
+//!   every [`TURN_PERIOD`] (looking every [`TURN_EVERY`] jobs), so sockets
+//!   and timers are served under load too.
+//! - A worker that leaves the driver with work to do wakes a sleeping one,
+//!   which takes the driver over: a long job does not hold up the sockets.
+//! - A tokio task runs inside the driver, on a worker: if it waited there
+//!   on the pool (a `block_on`), nothing would drive tokio meanwhile, so
+//!   that is a panic that says so.
 //!
 //! Waking a worker that waits in the driver: [`Idle::unpark`] sets its
 //! parker's flag and wakes the waker the wait registered (tokio's
@@ -24,9 +30,14 @@ use std::task::{Poll, Waker};
 
 use tokio::runtime::{Handle, Runtime};
 
-/// Jobs a busy worker runs between two turns of the driver: tokio's
-/// `event_interval`.
+/// Jobs a busy worker runs between two looks at whether to turn the
+/// driver: tokio's `event_interval`.
 pub(super) const TURN_EVERY: u32 = 61;
+
+/// The least time between two turns by one busy worker: at most this
+/// much is added to a socket's or a timer's latency while every worker is
+/// busy (plus the job under way).
+pub(super) const TURN_PERIOD: std::time::Duration = std::time::Duration::from_micros(250);
 
 pub(crate) struct Reactor {
     /// Locked by the worker in the driver: the others sleep as usual.

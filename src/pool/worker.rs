@@ -97,6 +97,14 @@ pub(crate) struct WorkerCtx {
     /// wait.
     #[cfg(feature = "tokio")]
     in_reactor: Cell<bool>,
+    /// In the reactor's driver (waiting, or taking a turn): tokio tasks may
+    /// run here, and none of them may wait on this worker (see
+    /// `wait_until`).
+    #[cfg(feature = "tokio")]
+    in_driver: Cell<bool>,
+    /// When this worker last gave the reactor a turn.
+    #[cfg(feature = "tokio")]
+    last_turn: Cell<Instant>,
 }
 
 /// Runs `f` with the worker running on this thread, if it is one.
@@ -138,6 +146,10 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         sharing: Cell::new(false),
         #[cfg(feature = "tokio")]
         in_reactor: Cell::new(false),
+        #[cfg(feature = "tokio")]
+        in_driver: Cell::new(false),
+        #[cfg(feature = "tokio")]
+        last_turn: Cell::new(Instant::now()),
     };
     // A thread's first steal registers it with crossbeam's epoch, which
     // allocates about 2 KiB. Made here, from a queue of its own, it is not
@@ -432,6 +444,11 @@ impl WorkerCtx {
                     if searching {
                         idle.stop_searching(work_in_sight);
                     }
+                    // Leaving the driver for a job that may be long: a
+                    // sleeping worker takes it over, so sockets and timers
+                    // are not left until this job ends (tokio's workers
+                    // hand it on the same way).
+                    idle.notify_one();
                     return Found::Job(job);
                 }
             }
@@ -445,7 +462,9 @@ impl WorkerCtx {
         #[cfg(feature = "tokio")]
         if let Some(reactor) = &self.shared.reactor {
             self.in_reactor.set(true);
+            self.in_driver.set(true);
             let waited = self.shared.idle.park_in(self.index, reactor);
+            self.in_driver.set(false);
             self.in_reactor.set(false);
             return waited;
         }
@@ -455,13 +474,21 @@ impl WorkerCtx {
 
     /// After a job from this worker's own queues: every so often, a turn
     /// of the pool's tokio reactor, so sockets and timers are served while
-    /// every worker is busy.
+    /// every worker is busy. Looked at every `TURN_EVERY` jobs, taken at
+    /// most every `TURN_PERIOD`: a turn costs a driver's look at its
+    /// sockets and timers, too much after every few tiny jobs.
     #[inline]
     fn after_local_job(&self) {
         #[cfg(feature = "tokio")]
         if let Some(reactor) = &self.shared.reactor {
             if self.tick.get() % super::reactor::TURN_EVERY == 0 {
-                reactor.turn();
+                let now = Instant::now();
+                if now.duration_since(self.last_turn.get()) >= super::reactor::TURN_PERIOD {
+                    self.last_turn.set(now);
+                    self.in_driver.set(true);
+                    reactor.turn();
+                    self.in_driver.set(false);
+                }
             }
         }
     }
@@ -469,6 +496,15 @@ impl WorkerCtx {
     /// Runs jobs until `cond()` holds, sleeping when there are none. Whoever
     /// makes `cond()` true must `unpark` this worker.
     pub(super) fn wait_until(&self, cond: &dyn Fn() -> bool) {
+        #[cfg(feature = "tokio")]
+        if self.in_driver.get() {
+            panic!(
+                "a tokio task that the pool's own tokio reactor runs waited on its worker (a \
+                 viaduct block_on, a join whose other half was taken, a spawn on a full bounded \
+                 pool): that worker drives the reactor, so nothing else could meanwhile. `.await` \
+                 instead, or make the work a viaduct task (pool.spawn) rather than a tokio::spawn"
+            );
+        }
         while !cond() {
             if let Some(job) = self.next_local() {
                 job.run();
