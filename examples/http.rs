@@ -191,6 +191,37 @@ impl Viaduct {
     }
 }
 
+/// A connection's future, as an executor is handed it.
+type Connection = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// The accept loop every server runs: each connection served with HTTP/1
+/// by `handle`, its header reads timed by `timer`, spawned on `executor`.
+/// Only the timer and the executor differ between the three servers.
+async fn serve<H, R, T, E>(listener: TcpListener, handle: H, timer: T, executor: E)
+where
+    H: Fn(Request<Incoming>) -> R + Clone + Send + Sync + 'static,
+    R: std::future::Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+    T: hyper::rt::Timer + Clone + Send + Sync + 'static,
+    E: hyper::rt::Executor<Connection>,
+{
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        stream.set_nodelay(true).unwrap();
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(timer.clone())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .serve_connection(
+                TokioIo::new(stream),
+                hyper::service::service_fn(handle.clone()),
+            );
+        executor.execute(Box::pin(async move {
+            let _ = conn.await;
+        }));
+    }
+}
+
 /// A running server: where it listens, and how to stop it.
 struct Running {
     addr: SocketAddr,
@@ -215,24 +246,12 @@ fn start_viaduct(work: Work) -> Running {
     let listener = tokio.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
     let s = server.clone();
-    let accept = pool.spawn(async move {
-        let connections = HyperExecutor::new(s.pool.clone());
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            stream.set_nodelay(true).unwrap();
-            let s = s.clone();
-            let service = hyper::service::service_fn(move |req| s.clone().handle(req));
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(HyperTimer::new(Timer::global()))
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            hyper::rt::Executor::execute(&connections, async move {
-                let _ = conn.await;
-            });
-        }
-    });
+    let accept = pool.spawn(serve(
+        listener,
+        move |req| s.clone().handle(req),
+        HyperTimer::new(Timer::global()),
+        HyperExecutor::new(pool.clone()),
+    ));
     Running {
         addr,
         stop: Box::new(move || {
@@ -325,23 +344,12 @@ fn start_plain(work: Work, offload: Offload) -> Running {
     let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
     let s = server.clone();
-    let accept = rt.spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            stream.set_nodelay(true).unwrap();
-            let s = s.clone();
-            let service = hyper::service::service_fn(move |req| s.clone().handle(req));
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-        }
-    });
+    let accept = rt.spawn(serve(
+        listener,
+        move |req| s.clone().handle(req),
+        TokioTimer::new(),
+        hyper_util::rt::TokioExecutor::new(),
+    ));
     Running {
         addr,
         stop: Box::new(move || {

@@ -527,14 +527,12 @@ impl Builder {
         };
         check_map_room(n).map_err(BuildError::Spawn)?;
         #[cfg(feature = "tokio")]
-        let (reactor, tokio) = match self.tokio {
-            Some(Tokio::Reactor) => {
-                let reactor = super::reactor::Reactor::new().map_err(BuildError::Spawn)?;
-                let handle = reactor.handle().clone();
-                (Some(reactor), Some(handle))
-            }
-            Some(Tokio::Enter(handle)) => (None, Some(handle)),
-            None => (None, None),
+        let tokio = match self.tokio {
+            Some(Tokio::Reactor) => Some(super::reactor::TokioLink::Driven(
+                super::reactor::Reactor::new().map_err(BuildError::Spawn)?,
+            )),
+            Some(Tokio::Enter(handle)) => Some(super::reactor::TokioLink::Entered(handle)),
+            None => None,
         };
         let workers: Vec<_> = (0..n).map(|_| worker::Queues::new()).collect();
         let shared = Arc::new_cyclic(|me| Shared {
@@ -564,8 +562,6 @@ impl Builder {
             books: crate::dump::records::Books::new(n, 0),
             watcher: Default::default(),
             #[cfg(feature = "tokio")]
-            reactor,
-            #[cfg(feature = "tokio")]
             tokio,
         });
         let pool = ThreadPool { shared };
@@ -575,7 +571,7 @@ impl Builder {
                 .stack_size(stack_size);
             let shared = pool.shared.clone();
             #[cfg(feature = "tokio")]
-            let tokio = pool.shared.tokio.clone();
+            let tokio = pool.shared.tokio.as_ref().map(|t| t.handle().clone());
             let work = move || {
                 // Entered before the start hook and left after the stop
                 // hook: both may use tokio too.

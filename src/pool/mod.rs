@@ -138,13 +138,10 @@ pub(crate) struct Shared {
     tracker: TrackerHeader,
     /// What an `Exec` of this pool points to.
     header: ExecHeader,
-    /// The tokio reactor the workers drive, if the builder asked for one.
+    /// The tokio runtime the workers entered, and the reactor they drive
+    /// if it is the pool's own.
     #[cfg(feature = "tokio")]
-    reactor: Option<reactor::Reactor>,
-    /// The tokio runtime the workers entered (the reactor's, or one the
-    /// builder was given).
-    #[cfg(feature = "tokio")]
-    tokio: Option<tokio::runtime::Handle>,
+    tokio: Option<reactor::TokioLink>,
 }
 
 #[derive(Default)]
@@ -625,7 +622,7 @@ impl ThreadPool {
     /// ```
     #[cfg(feature = "tokio")]
     pub fn tokio_handle(&self) -> Option<tokio::runtime::Handle> {
-        self.shared.tokio.clone()
+        self.shared.tokio.as_ref().map(|t| t.handle().clone())
     }
 
     /// A snapshot of the pool's counters.
@@ -711,6 +708,12 @@ impl Shared {
     }
 
     /// Called by each worker on exit; the last one terminates the pool.
+    /// The tokio reactor the workers drive, if the pool has its own.
+    #[cfg(feature = "tokio")]
+    fn reactor(&self) -> Option<&reactor::Reactor> {
+        self.tokio.as_ref().and_then(reactor::TokioLink::reactor)
+    }
+
     fn worker_exited(&self) {
         if self.running_workers.fetch_sub(1, SeqCst) == 1 {
             self.terminated.store(true, SeqCst);
@@ -719,7 +722,7 @@ impl Shared {
             }
             // Before the drain: what it wakes lands in the injector.
             #[cfg(feature = "tokio")]
-            if let Some(reactor) = &self.reactor {
+            if let Some(reactor) = self.reactor() {
                 reactor.shut_down();
             }
             self.drain_injector();

@@ -120,6 +120,32 @@ impl Reactor {
     }
 }
 
+/// How a pool's workers stand to tokio.
+pub(crate) enum TokioLink {
+    /// They entered a runtime that others drive ([`Builder::enter_tokio`](super::Builder::enter_tokio)).
+    Entered(Handle),
+    /// They drive a reactor of the pool's own ([`Builder::tokio_reactor`](super::Builder::tokio_reactor)).
+    Driven(Reactor),
+}
+
+impl TokioLink {
+    /// The runtime the workers entered.
+    pub(super) fn handle(&self) -> &Handle {
+        match self {
+            TokioLink::Entered(handle) => handle,
+            TokioLink::Driven(reactor) => reactor.handle(),
+        }
+    }
+
+    /// The reactor the workers drive, if they drive one.
+    pub(super) fn reactor(&self) -> Option<&Reactor> {
+        match self {
+            TokioLink::Entered(_) => None,
+            TokioLink::Driven(reactor) => Some(reactor),
+        }
+    }
+}
+
 impl Drop for Reactor {
     fn drop(&mut self) {
         self.shut_down();

@@ -92,16 +92,9 @@ pub(crate) struct WorkerCtx {
     stack_size: usize,
     /// Its records for stall reports and dumps.
     here: crate::dump::records::Here,
-    /// Waiting in the pool's tokio reactor: work scheduled here meanwhile
-    /// (a socket's task, woken by the driver on this thread) must end the
-    /// wait.
+    /// Where this worker is in the pool's tokio reactor's driver.
     #[cfg(feature = "tokio")]
-    in_reactor: Cell<bool>,
-    /// In the reactor's driver (waiting, or taking a turn): tokio tasks may
-    /// run here, and none of them may wait on this worker (see
-    /// `wait_until`).
-    #[cfg(feature = "tokio")]
-    in_driver: Cell<bool>,
+    driver: Cell<InDriver>,
     /// When this worker last gave the reactor a turn.
     #[cfg(feature = "tokio")]
     last_turn: Cell<Instant>,
@@ -145,9 +138,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
         last_look: Cell::new(Instant::now()),
         sharing: Cell::new(false),
         #[cfg(feature = "tokio")]
-        in_reactor: Cell::new(false),
-        #[cfg(feature = "tokio")]
-        in_driver: Cell::new(false),
+        driver: Cell::new(InDriver::Out),
         #[cfg(feature = "tokio")]
         last_turn: Cell::new(Instant::now()),
     };
@@ -193,6 +184,20 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, queues: Queues, stack_size:
     ctx.shared.worker_exited();
 }
 
+/// Where a worker is in its pool's tokio reactor's driver. Inside it
+/// (either way), tokio tasks run on the worker, and none of them may wait
+/// on it (see `wait_until`).
+#[cfg(feature = "tokio")]
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InDriver {
+    Out,
+    /// Waiting in it: work scheduled here meanwhile (a socket's task,
+    /// woken by the driver on this thread) must end the wait.
+    Waiting,
+    /// Giving it a turn between jobs.
+    Turning,
+}
+
 impl WorkerCtx {
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
@@ -225,7 +230,7 @@ impl WorkerCtx {
             self.shared.idle.notify_one();
         }
         #[cfg(feature = "tokio")]
-        if self.in_reactor.get() {
+        if self.driver.get() == InDriver::Waiting {
             self.shared.idle.unpark(self.index);
         }
     }
@@ -460,12 +465,10 @@ impl WorkerCtx {
     /// may be in this worker's own queues).
     fn park(&self) -> bool {
         #[cfg(feature = "tokio")]
-        if let Some(reactor) = &self.shared.reactor {
-            self.in_reactor.set(true);
-            self.in_driver.set(true);
+        if let Some(reactor) = self.shared.reactor() {
+            self.driver.set(InDriver::Waiting);
             let waited = self.shared.idle.park_in(self.index, reactor);
-            self.in_driver.set(false);
-            self.in_reactor.set(false);
+            self.driver.set(InDriver::Out);
             return waited;
         }
         self.shared.idle.park(self.index);
@@ -480,14 +483,14 @@ impl WorkerCtx {
     #[inline]
     fn after_local_job(&self) {
         #[cfg(feature = "tokio")]
-        if let Some(reactor) = &self.shared.reactor {
+        if let Some(reactor) = self.shared.reactor() {
             if self.tick.get() % super::reactor::TURN_EVERY == 0 {
                 let now = Instant::now();
                 if now.duration_since(self.last_turn.get()) >= super::reactor::TURN_PERIOD {
                     self.last_turn.set(now);
-                    self.in_driver.set(true);
+                    self.driver.set(InDriver::Turning);
                     reactor.turn();
-                    self.in_driver.set(false);
+                    self.driver.set(InDriver::Out);
                 }
             }
         }
@@ -497,7 +500,7 @@ impl WorkerCtx {
     /// makes `cond()` true must `unpark` this worker.
     pub(super) fn wait_until(&self, cond: &dyn Fn() -> bool) {
         #[cfg(feature = "tokio")]
-        if self.in_driver.get() {
+        if self.driver.get() != InDriver::Out {
             panic!(
                 "a tokio task that the pool's own tokio reactor runs waited on its worker (a \
                  viaduct block_on, a join whose other half was taken, a spawn on a full bounded \
