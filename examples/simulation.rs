@@ -1,7 +1,8 @@
 //! Finding a race by seed: a small bank-transfer service loses updates
 //! under some schedules. The simulation finds a seed that shows it,
-//! replays that seed exactly, and then runs the fixed service under
-//! 10,000 seeds.
+//! replays that seed exactly, lets `check` shrink the failing run to the
+//! preemption it needs and replay that, and then runs the fixed service
+//! under 10,000 seeds.
 //!
 //! Run it with `cargo run --release --example simulation`.
 
@@ -120,14 +121,21 @@ fn main() {
     assert_eq!(replays[0], replays[1]);
     assert!(replays[0].2);
 
-    // `check` does both for you, and says how to replay:
+    // `check` does both for you, shrinks the failing run to the
+    // preemptions it needs, and says how to replay that:
     let report = std::panic::catch_unwind(|| sim::check(0.., |sim| bank(sim, false)))
         .expect_err("the racy bank fails");
     let report = report.downcast_ref::<String>().expect("check's message");
-    println!(
-        "check on the racy bank: {}",
-        report.lines().next().unwrap_or("")
-    );
+    println!("check on the racy bank: {report}");
+    let replay = report
+        .split("Simulation::replay(\"")
+        .nth(1)
+        .and_then(|rest| rest.split("\")").next())
+        .expect("a replay string");
+    let sim = Simulation::replay(replay).expect("check's own replay string");
+    let again = sim.block_on(bank(&sim, false));
+    assert!(again.is_err());
+    println!("the shrunk replay fails again: {}", again.unwrap_err());
 
     // 3. The fixed service under 10,000 seeds.
     let started = Instant::now();

@@ -30,6 +30,15 @@ pub(crate) trait Driver {
     /// Runs `f` as this thread would without this driver (a wait on real
     /// threads, which a simulation cannot run).
     fn outside(&self, f: &mut dyn FnMut());
+    /// Runs `a` here and `b` as the driver's own work, until both are
+    /// done, for a `ThreadPool::join` that is not on its pool's worker:
+    /// `false` if the driver leaves that to the pool (a simulation runs
+    /// both itself, so nothing escapes it). Neither panics: the caller
+    /// catches.
+    fn join(&self, a: &mut dyn FnMut(), b: &mut (dyn FnMut() + Send)) -> bool {
+        let _ = (a, b);
+        false
+    }
 }
 
 /// A poll's cooperative budget (see `coop`).
@@ -55,6 +64,9 @@ pub(crate) struct Context {
     pub(crate) past_limit: Cell<bool>,
     /// The budget of the poll under way (`coop`).
     pub(crate) budget: Cell<Budget>,
+    /// A viaduct future answered `Pending` only because the budget was
+    /// spent, since a simulation last looked (`coop::take_held_back`).
+    pub(crate) held_back: Cell<bool>,
     /// What the next poll's budget starts from, if not the whole
     /// `coop::BUDGET` (`coop`).
     pub(crate) fresh_budget: Cell<Option<u32>>,
@@ -110,6 +122,7 @@ impl Context {
                 left: None,
                 forced: 0,
             }),
+            held_back: Cell::new(false),
             fresh_budget: Cell::new(None),
             worker_records: Cell::new(std::ptr::null()),
             frame: Cell::new(std::ptr::null()),

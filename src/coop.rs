@@ -135,11 +135,19 @@ pub(crate) fn poll_proceed(cx: &Context<'_>) -> Poll<()> {
         budget.left.is_some()
     });
     if held_back {
+        crate::context::with(|c| c.held_back.set(true));
         cx.waker().wake_by_ref();
         Poll::Pending
     } else {
         Poll::Ready(())
     }
+}
+
+/// Whether a viaduct future answered `Pending` only because the budget
+/// was spent, since the last call: how a simulation tells a yield it
+/// injected from one the task made.
+pub(crate) fn take_held_back() -> bool {
+    crate::context::with(|c| c.held_back.replace(false))
 }
 
 /// One unit of progress made.

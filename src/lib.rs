@@ -427,13 +427,18 @@
 //! A test of concurrent code that passes a thousand times may still hide
 //! a schedule that breaks it. [`sim`] runs viaduct itself (the
 //! work-stealing pool's queues, strands, `Guarded`, `KeyedStrands`,
-//! priorities, continuations, `JoinSet`, tokens and timers) on one thread,
-//! with every choice drawn from a seed: which virtual worker runs, which
-//! task it takes, whom it steals from, which of the timers due together
-//! fires first, and where a ready future is made to yield anyway. So a
-//! seed is a schedule: [`sim::check`] tries many and names the first that
-//! fails, and `Simulation::new(seed)` replays it exactly, as often as you
-//! need to debug it.
+//! priorities, continuations, `JoinSet`, tokens, timers, `join` and
+//! scopes) on one thread, with every choice drawn from a seed: which task
+//! runs next, where a task is stopped at an await point although what it
+//! awaits is ready, and which of the timers due together fires first. So
+//! a seed is a schedule: [`sim::check`] tries many and names the first
+//! that fails, and replays it exactly, as often as you need to debug it.
+//! By default the choices are PCT's ([`sim::Strategy::Pct`]): a few
+//! preemptions per run, at random await points, which finds a bug that
+//! needs a few preemptions at the right places with a probability that
+//! does not shrink as the program grows; in the bug zoo
+//! (`benches/sim_zoo.rs`) it takes fewer seeds than shuttle's PCT for
+//! every bug.
 //!
 //! ```
 //! use std::time::Duration;
@@ -462,6 +467,62 @@
 //! });
 //! ```
 //!
+//! When a seed fails, `check` shrinks the run: it cuts away every
+//! departure from a plain order (run the task that ran last while it
+//! can, else the one waiting longest) that the failure does not need, and
+//! prints what is left, usually a preemption or two, as a replay string:
+//!
+//! ```text
+//! viaduct::sim::check: seed 1 failed: a simulated task panicked: money appeared
+//! It fails the same way every time (trace 0x…). Shrunk to 1 preemption(s),
+//! 2 departure(s) from the default order, in 8 runs: replay it with
+//!     Simulation::replay("v1;seed=1;workers=4;run=1.1=0,1.1>2;check=1b3e")
+//! ```
+//!
+//! `Simulation::replay` runs that schedule again, in a test of its own or
+//! under a debugger, and keeps doing so after edits that leave the order
+//! of spawns and awaits alone; a replay that no longer fits the program
+//! says so ([`SimError::ReplayMismatch`](sim::SimError::ReplayMismatch))
+//! rather than run another schedule. To look for bugs that need a few
+//! preemptions at exact places, [`Strategy::Pct`](sim::Strategy::Pct)
+//! preempts at a few random await points per run, by priority, and finds
+//! such a bug with a probability that does not shrink as the program
+//! grows (`Simulation::new(seed).strategy(Strategy::Pct { depth: 3 })`).
+//!
+//! Time in a simulation is exact: work takes none, and a sleep of 10 ms
+//! ends at 10 ms. Two tasks then only overlap when their waits end at the
+//! same instant, and a race between a timeout and a reply, or between
+//! jobs whose fetches end close together, never shows.
+//! [`Simulation::jitter`](sim::Simulation::jitter) makes time loose: each
+//! timer fires up to the jitter late and each poll may take up to it,
+//! drawn from the seed like everything else. Run `check` over worlds made
+//! that way with [`Simulation::check`](sim::Simulation::check):
+//!
+//! ```
+//! use std::time::Duration;
+//! use viaduct::prelude::*;
+//! use viaduct::sim::Simulation;
+//!
+//! // A reply that takes 10 ms, awaited for 11 ms: never late on exact
+//! // time, late once the server's work takes a little time.
+//! let program = |sim: &Simulation| {
+//!     let (t, ex) = (sim.timer(), sim.executor());
+//!     async move {
+//!         let (tx, rx) = futures::channel::oneshot::channel();
+//!         let work = t.clone();
+//!         drop(ex.spawn(async move {
+//!             work.sleep(Duration::from_millis(10)).await;
+//!             viaduct::coop::consume_budget().await; // a little more work
+//!             let _ = tx.send(42);
+//!         }));
+//!         assert!(t.timeout(Duration::from_millis(11), rx).await.is_ok(), "too late");
+//!     }
+//! };
+//! viaduct::sim::check(0..200, program); // passes
+//! let jittery = Simulation::new(0).jitter(Duration::from_millis(2));
+//! assert!(std::panic::catch_unwind(|| jittery.check(0..200, program)).is_err());
+//! ```
+//!
 //! What it finds: lost updates between sections (a value read in one
 //! section and written back in another, the bug `examples/simulation.rs`
 //! finds by seed), orders your code assumed but no executor promises,
@@ -477,11 +538,11 @@
 //!
 //! What escapes it, and breaks determinism: real threads, the real clock
 //! (`std::time::Instant::now`), blocking calls (they block the one thread
-//! everything runs on), and work spawned on a real pool. Inside
-//! [`Simulation::block_on`](sim::Simulation::block_on), [`spawn`],
-//! [`run`], [`JoinSet::spawn`], the [`time`] functions and [`TimedExt`]
-//! use the simulated pool and clock; name the simulation's
-//! [`executor`](sim::Simulation::executor) and
+//! everything runs on), and work spawned on a real pool or runtime by
+//! name. Inside [`Simulation::block_on`](sim::Simulation::block_on),
+//! [`spawn`], [`run`], [`JoinSet::spawn`], the [`time`] functions,
+//! [`TimedExt`], `join` and scopes use the simulated pool and clock;
+//! name the simulation's [`executor`](sim::Simulation::executor) and
 //! [`timer`](sim::Simulation::timer) everywhere else. [`check`](sim::check)
 //! runs a failing seed twice and tells you when the replay differs, which
 //! means something escaped.

@@ -14,6 +14,7 @@ use event_listener::{Event, Listener};
 use crate::block_on::block_on;
 use crate::dump::records::{Noted, ScopeBook, WaitKey, WaitOn};
 use crate::error::{drop_payload, Panic, PanicPayload, TaskError};
+use crate::executor::Exec;
 use crate::loom::lock_std;
 use crate::pool::with_worker;
 use crate::pool::ThreadPool;
@@ -83,12 +84,20 @@ const WAIT_FRAMES: usize = 16 * 1024;
 /// parked task, tasks thrown away by `shutdown_now`, a future whose `Drop`
 /// panics, and an unread panic.
 pub struct Scope<'scope, 'env: 'scope> {
-    pool: ThreadPool,
+    /// Where its tasks run.
+    runner: Runner,
     state: Arc<ScopeState>,
     /// Invariant in both lifetimes, as `std::thread::Scope`, so neither can
     /// be shortened or stretched to let a borrow escape.
     scope: PhantomData<&'scope mut &'scope ()>,
     env: PhantomData<&'env mut &'env ()>,
+}
+
+/// Where a scope's tasks run.
+enum Runner {
+    Pool(ThreadPool),
+    /// The simulation that runs the thread the scope was opened on.
+    Simulation(Exec),
 }
 
 /// What a scope and its tasks share; borrows nothing.
@@ -103,6 +112,8 @@ struct ScopeState {
     /// The strands held by the sections the scope was opened in, until it
     /// returns: its tasks must not wait on them.
     held: Held,
+    /// Its tasks are a simulation's, which its wait runs.
+    simulated: bool,
 }
 
 impl ScopeState {
@@ -143,6 +154,8 @@ impl ScopeState {
         // there (its world finds its tasks in its own records).
         let helping = catch_unwind(AssertUnwindSafe(|| {
             crate::context::with_driver(|driver| match driver {
+                // Its tasks are the simulation's: `block_on` runs them.
+                Some(_) if self.simulated => block_on(ended()),
                 Some(driver) => driver.outside(&mut || block_on(ended())),
                 None => block_on(ended()),
             })
@@ -349,7 +362,10 @@ impl<'scope> Scope<'scope, '_> {
         let task: Pin<Box<dyn Future<Output = ()> + Send + 'static>> =
             unsafe { std::mem::transmute(task) };
         ScopedJoinHandle {
-            handle: self.pool.spawn(task),
+            handle: match &self.runner {
+                Runner::Pool(pool) => pool.spawn(task),
+                Runner::Simulation(exec) => exec.spawn(task),
+            },
             slot,
             scope: self.state.clone(),
             _scope: PhantomData,
@@ -467,7 +483,9 @@ impl ThreadPool {
     /// Waiting helps: on a worker of this pool the scope runs the pool's
     /// tasks while it waits, so scopes nest, may be opened inside a task,
     /// and work on a one-thread pool; the scope's own wait never deadlocks
-    /// it. Elsewhere the thread parks.
+    /// it. Elsewhere the thread parks. Opened in a task of a
+    /// [simulation](crate::sim), the scope's tasks are the simulation's,
+    /// on its virtual workers, not this pool's.
     ///
     /// Two waits can still never end, as they could not with
     /// `std::thread::scope`:
@@ -528,15 +546,22 @@ impl ThreadPool {
     where
         F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
     {
+        // Opened by a simulated task, its tasks are simulated too:
+        // nothing escapes the simulation.
+        let simulated = crate::spawn::ambient_executor();
         let scope = Scope {
-            pool: self.clone(),
             state: Arc::new(ScopeState {
                 running: AtomicUsize::new(0),
                 ended: Event::new(),
                 panic: Mutex::new(None),
                 book: Arc::default(),
                 held: crate::section::held_strands(current_task_id()),
+                simulated: simulated.is_some(),
             }),
+            runner: match simulated {
+                Some(exec) => Runner::Simulation(exec),
+                None => Runner::Pool(self.clone()),
+            },
             scope: PhantomData,
             env: PhantomData,
         };

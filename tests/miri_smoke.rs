@@ -5,7 +5,7 @@
 //! that `cargo +nightly miri test --test miri_smoke` finishes in minutes.
 //! Run by `cargo test` too, as ordinary tests.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -226,14 +226,21 @@ fn scopes_borrow_and_end_before_returning() {
         }
     }
     let local = 3u8;
+    let started = AtomicBool::new(false);
     let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         p.scope(|s| {
-            let local = &local;
+            let (local, started) = (&local, &started);
             let parked = s.spawn(async move {
                 let _bomb = PanicsOnDrop;
+                started.store(true, SeqCst);
                 futures::future::pending::<u8>().await + *local
             });
-            block_on(p.run(|| ())).unwrap();
+            // Aborted before its first poll, it would have no bomb to
+            // drop: wait until it is parked (two workers: a task run
+            // after it may end first).
+            while !started.load(SeqCst) {
+                std::thread::yield_now();
+            }
             parked.abort();
             assert!(block_on(parked).unwrap_err().is_cancelled());
         })
@@ -283,6 +290,21 @@ fn a_simulation_run_and_ended_with_tasks_waiting() {
         let on_strand = strand.spawn(futures::future::pending::<()>());
         let asleep = ex.spawn(async { viaduct::time::sleep(Duration::MAX).await });
         assert!(sim.block_on(futures::future::pending::<()>()).is_err());
+        // A future that borrows, ended by a deadlock and by the step
+        // limit: dropped before `block_on` returns, while what it
+        // borrows is alive.
+        let local = vec![1u8, 2, 3];
+        let borrowed = sim.block_on(async { futures::future::pending::<u8>().await + local[0] });
+        assert!(borrowed.is_err());
+        let spin = Simulation::new(seed).max_steps(20);
+        let spun = spin.block_on(async {
+            loop {
+                viaduct::coop::consume_budget().await;
+                std::hint::black_box(&local);
+            }
+        });
+        assert!(spun.is_err());
+        drop(local);
         drop(sim);
         for h in [h, on_strand, asleep] {
             assert!(block_on(h).unwrap_err().is_cancelled());

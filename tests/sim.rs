@@ -10,7 +10,7 @@ use futures::StreamExt;
 use viaduct::cancel::CancellationToken;
 use viaduct::dump::WaitsOn;
 use viaduct::prelude::*;
-use viaduct::sim::{self, SimError, Simulation};
+use viaduct::sim::{self, SimError, Simulation, Strategy};
 use viaduct::{Guarded, JoinSet, KeyedStrands, PriorityExecutor, Strand, TaskError};
 
 mod support;
@@ -324,25 +324,9 @@ fn check_names_the_failing_seed_and_how_to_replay_it() {
         let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             sim::check(0..1_000, |sim| {
                 r.fetch_add(1, SeqCst);
-                let ex = sim.executor();
-                async move {
-                    // Two withdrawals that check and write in separate
-                    // sections: some schedule lets both pass the check.
-                    let account = Guarded::new(ex.clone(), 100i64);
-                    let withdraw = |account: Guarded<i64>| async move {
-                        let balance = account.with(|b| *b).await.unwrap();
-                        if balance >= 80 {
-                            account.with(move |b| *b = balance - 80).await.unwrap();
-                            return 80;
-                        }
-                        0
-                    };
-                    let a = ex.spawn(withdraw(account.clone()));
-                    let b = ex.spawn(withdraw(account.clone()));
-                    let paid = a.await.unwrap() + b.await.unwrap();
-                    let left = account.with(|b| *b).await.unwrap();
-                    assert_eq!(paid + left, 100, "{TEST_PANIC}: money appeared");
-                }
+                // Two withdrawals that check and write in separate
+                // sections: some schedule lets both pass the check.
+                money_must_add_up(sim.executor())
             })
         }))
         .unwrap_err();
@@ -353,12 +337,44 @@ fn check_names_the_failing_seed_and_how_to_replay_it() {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("no seed in {msg:?}"));
         assert!(msg.contains("money appeared"), "{msg}");
+        // The whole run replays by seed only before `check` has learned
+        // how long runs are (at its first seed).
+        let whole = match seed {
+            0 => format!("`Simulation::new({seed})`"),
+            _ => "`check` over the same seeds".to_owned(),
+        };
         assert!(
-            msg.contains(&format!("replay it with `Simulation::new({seed})`")),
+            msg.contains(&format!("or the whole run with {whole}")),
             "{msg}"
         );
-        // Every seed before the failing one ran once, the failing one twice.
-        assert_eq!(runs.load(SeqCst) as u64, seed + 2);
+        // Every seed before the failing one ran once, the failing one
+        // twice, and then as many times as shrinking took.
+        let shrink_runs: u64 = msg
+            .split(" runs: replay it with")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no shrink runs in {msg:?}"));
+        assert_eq!(runs.load(SeqCst) as u64, seed + 2 + shrink_runs);
+        // The shrunk replay needs one preemption: a withdrawal stopped
+        // between its check and its write.
+        assert!(msg.contains("Shrunk to 1 preemption(s)"), "{msg}");
+        let replay = replay_in(msg);
+        for _ in 0..3 {
+            let sim = Simulation::replay(replay).unwrap();
+            let outcome = sim.block_on(money_must_add_up(sim.executor()));
+            let Err(SimError::Panicked(p)) = outcome else {
+                panic!("the replay did not fail: {outcome:?}")
+            };
+            assert!(p.message().unwrap().contains("money appeared"));
+        }
+        // Another program does not take the replay for its own.
+        let sim = Simulation::replay(replay).unwrap();
+        let outcome = sim.block_on(async { 1 });
+        assert!(
+            matches!(&outcome, Err(SimError::ReplayMismatch(_))),
+            "{outcome:?}"
+        );
 
         // The fixed version (check and write in one section) passes.
         sim::check(0..300, |sim| {
@@ -880,5 +896,427 @@ fn the_end_of_a_world_leaves_other_executors_tasks_alone_and_catches_late_waiter
         });
         assert!(ex.try_run_one());
         assert!(viaduct::block_on(late).unwrap_err().is_cancelled());
+    });
+}
+
+/// Two withdrawals that check and write in separate sections (the lost
+/// update of the module docs); `Err` with the money that appeared.
+async fn racy_withdrawals(ex: viaduct::Exec) -> Result<(), i64> {
+    let account = Guarded::new(ex.clone(), 100i64);
+    let withdraw = |account: Guarded<i64>| async move {
+        let balance = account.with(|b| *b).await.unwrap();
+        if balance >= 80 {
+            account.with(move |b| *b = balance - 80).await.unwrap();
+            return 80;
+        }
+        0
+    };
+    let a = ex.spawn(withdraw(account.clone()));
+    let b = ex.spawn(withdraw(account.clone()));
+    let paid = a.await.unwrap() + b.await.unwrap();
+    let left = account.with(|b| *b).await.unwrap();
+    if paid + left == 100 {
+        Ok(())
+    } else {
+        Err(paid + left - 100)
+    }
+}
+
+/// The replay string in a message of `check`.
+fn replay_in(msg: &str) -> &str {
+    msg.split("Simulation::replay(\"")
+        .nth(1)
+        .and_then(|rest| rest.split("\")").next())
+        .unwrap_or_else(|| panic!("no replay in {msg:?}"))
+}
+
+/// [`racy_withdrawals`], panicking when money appears.
+async fn money_must_add_up(ex: viaduct::Exec) {
+    if let Err(extra) = racy_withdrawals(ex).await {
+        panic!("{TEST_PANIC}: money appeared: {extra} too much");
+    }
+}
+
+#[test]
+fn pct_finds_the_lost_update_and_replays_it_by_seed() {
+    within("pct", || {
+        let run = |seed| {
+            let sim = Simulation::new(seed).strategy(Strategy::Pct { depth: 2 });
+            let outcome = sim.block_on(racy_withdrawals(sim.executor())).unwrap();
+            (outcome, sim.trace_hash())
+        };
+        let failing: Vec<u64> = (0..200).filter(|&s| run(s).0.is_err()).collect();
+        // One preemption at the right await of one withdrawal: PCT with
+        // depth 2 finds it in a good share of seeds, not by luck.
+        assert!(
+            failing.len() >= 10,
+            "found by {} of 200 seeds",
+            failing.len()
+        );
+        assert_eq!(run(failing[0]).0, Err(80));
+        assert_eq!(run(failing[0]), run(failing[0]));
+        // Depth 1 never preempts: the bug needs one preemption.
+        for seed in 0..50 {
+            let sim = Simulation::new(seed).strategy(Strategy::Pct { depth: 1 });
+            assert_eq!(
+                sim.block_on(racy_withdrawals(sim.executor())).unwrap(),
+                Ok(())
+            );
+        }
+    });
+}
+
+#[test]
+fn pct_with_depth_zero_panics_naming_the_fix() {
+    let refused = std::panic::catch_unwind(|| {
+        Simulation::new(1).strategy(Strategy::Pct { depth: 0 });
+    })
+    .unwrap_err();
+    let msg = refused
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or(refused.downcast_ref::<&str>().copied())
+        .unwrap();
+    assert!(
+        msg.contains("at least 1") && msg.contains("3 finds most bugs"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn pct_lets_a_task_that_spins_on_another_through() {
+    within("pct spins", || {
+        for seed in 0..20 {
+            // One spins on the budget, one on `yield_now`: under strict
+            // priorities either could starve the task it waits for.
+            for budget_spin in [true, false] {
+                let sim = Simulation::new(seed).strategy(Strategy::Pct { depth: 3 });
+                let ex = sim.executor();
+                let done = sim.block_on(async move {
+                    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                    let f = flag.clone();
+                    let spinner = ex.spawn(async move {
+                        while !f.load(SeqCst) {
+                            if budget_spin {
+                                viaduct::coop::consume_budget().await;
+                            } else {
+                                // A yield of its own: pending once, woken.
+                                let mut yielded = false;
+                                std::future::poll_fn(|cx| {
+                                    if std::mem::replace(&mut yielded, true) {
+                                        return std::task::Poll::Ready(());
+                                    }
+                                    cx.waker().wake_by_ref();
+                                    std::task::Poll::Pending
+                                })
+                                .await;
+                            }
+                        }
+                    });
+                    let setter = ex.spawn(async move { flag.store(true, SeqCst) });
+                    spinner.await.unwrap();
+                    setter.await.unwrap();
+                });
+                assert!(done.is_ok(), "seed {seed}: {done:?}");
+            }
+        }
+    });
+}
+
+#[test]
+fn check_shrinks_a_lock_order_inversion_to_its_preemption() {
+    quiet_test_panics();
+    within("shrink", || {
+        let program = |sim: &Simulation| {
+            let ex = sim.executor();
+            async move {
+                let (a, b) = (Guarded::new(ex.clone(), 0), Guarded::new(ex.clone(), 0));
+                let (a2, b2) = (a.clone(), b.clone());
+                let one = ex.spawn(async move {
+                    let _a = a.lock().await;
+                    let _b = b.lock().await;
+                });
+                let two = ex.spawn(async move {
+                    let _b = b2.lock().await;
+                    let _a = a2.lock().await;
+                });
+                one.await.unwrap();
+                two.await.unwrap();
+            }
+        };
+        let failed = std::panic::catch_unwind(|| sim::check(0..1_000, program)).unwrap_err();
+        let msg = failed.downcast_ref::<String>().unwrap();
+        assert!(msg.contains("deadlock"), "{msg}");
+        let preemptions: u32 = msg
+            .split("Shrunk to ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not shrunk: {msg}"));
+        assert!((1..=3).contains(&preemptions), "{msg}");
+        let replay = replay_in(msg);
+        let sim = Simulation::replay(replay).unwrap();
+        let outcome = sim.block_on(program(&sim));
+        assert!(matches!(outcome, Err(SimError::Deadlock(_))), "{outcome:?}");
+    });
+}
+
+#[test]
+fn a_sleep_made_outside_a_simulation_runs_on_its_clock() {
+    within("sleep outside", || {
+        let sim = Simulation::new(1);
+        let started = Instant::now();
+        // Made here, on the real clock; awaited inside, on the simulated one.
+        let nap = viaduct::time::sleep(Duration::from_secs(3600));
+        let late =
+            viaduct::time::timeout(Duration::from_secs(60), futures::future::pending::<()>());
+        sim.block_on(nap).unwrap();
+        assert_eq!(sim.elapsed(), Duration::from_secs(3600));
+        assert_eq!(
+            sim.block_on(late).unwrap(),
+            Err(viaduct::time::Elapsed::new())
+        );
+        assert_eq!(sim.elapsed(), Duration::from_secs(3660));
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "it waited in real time"
+        );
+        // A sleep bound by its first poll stays on that clock: polled
+        // outside first, it waits on real time, which the simulation does
+        // not run.
+        let mut nap = Box::pin(viaduct::time::sleep(Duration::from_secs(60)));
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(std::future::Future::poll(nap.as_mut(), &mut cx).is_pending());
+        assert!(matches!(sim.block_on(nap), Err(SimError::Deadlock(_))));
+    });
+}
+
+#[test]
+fn block_on_takes_a_borrowing_future_and_drops_it_before_returning() {
+    within("borrowing block_on", || {
+        let sim = Simulation::new(3);
+        let ex = sim.executor();
+        let names = ["ada".to_owned(), "grace".to_owned()];
+        // Borrows `names`, and its output borrows them too.
+        let longest = sim
+            .block_on(async {
+                let lens = ex.spawn(async { 5usize });
+                let _ = lens.await;
+                names.iter().max_by_key(|n| n.len()).unwrap()
+            })
+            .unwrap();
+        assert_eq!(longest, "grace");
+
+        // Ended by an error, the future is dropped before `block_on`
+        // returns: what it borrows is free again.
+        struct Noted<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Noted<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, SeqCst);
+            }
+        }
+        let dropped = std::sync::atomic::AtomicBool::new(false);
+        let stuck = sim.block_on(async {
+            let _noted = Noted(&dropped);
+            futures::future::pending::<()>().await
+        });
+        assert!(matches!(stuck, Err(SimError::Deadlock(_))), "{stuck:?}");
+        assert!(dropped.load(SeqCst));
+
+        let dropped = std::sync::atomic::AtomicBool::new(false);
+        let sim = Simulation::new(4).max_steps(100);
+        let spinning = sim.block_on(async {
+            let _noted = Noted(&dropped);
+            loop {
+                viaduct::coop::consume_budget().await;
+            }
+        });
+        assert!(
+            matches!(spinning, Err(SimError::StepLimit { .. })),
+            "{spinning:?}"
+        );
+        assert!(dropped.load(SeqCst));
+    });
+}
+
+/// A build graph of 15 jobs, a binary tree: each job waits for its
+/// parent, fetches (a sleep of an un-rounded duration), then counts
+/// itself done, with a planted lost update: the count is read in one
+/// section and written in another. `Err` with the count it ended at.
+async fn build_graph(ex: viaduct::Exec) -> Result<(), u32> {
+    const JOBS: usize = 15;
+    let done = Guarded::new(ex.clone(), 0u32);
+    let (mut starts, gates): (Vec<_>, Vec<_>) = (0..JOBS)
+        .map(|_| {
+            let (tx, rx) = futures::channel::oneshot::channel::<()>();
+            (Some(tx), rx)
+        })
+        .unzip();
+    let mut jobs = Vec::new();
+    for (i, gate) in gates.into_iter().enumerate() {
+        let children: Vec<_> = [2 * i + 1, 2 * i + 2]
+            .into_iter()
+            .filter(|&c| c < JOBS)
+            .map(|c| starts[c].take().unwrap())
+            .collect();
+        let done = done.clone();
+        // Generated fetch times: 10-15 ms, to the nanosecond.
+        let fetch = Duration::from_nanos(10_000_000 + (i as u64 * 7_919_333) % 5_000_000);
+        jobs.push(ex.spawn(async move {
+            gate.await.unwrap();
+            viaduct::time::sleep(fetch).await;
+            let n = done.with(|n| *n).await.unwrap();
+            done.with(move |c| *c = n + 1).await.unwrap();
+            for child in children {
+                child.send(()).unwrap();
+            }
+        }));
+    }
+    starts[0].take().unwrap().send(()).unwrap();
+    for job in jobs {
+        job.await.unwrap();
+    }
+    let n = done.with(|n| *n).await.unwrap();
+    if n == JOBS as u32 {
+        Ok(())
+    } else {
+        Err(n)
+    }
+}
+
+#[test]
+fn jitter_finds_a_lost_update_that_exact_durations_hide() {
+    within("jitter", || {
+        let lost = |sim: Simulation| sim.block_on(build_graph(sim.executor())).unwrap().is_err();
+        // Exact durations: no two jobs ever run at the same instant.
+        let exact = (0..200).filter(|&s| lost(Simulation::new(s))).count();
+        assert_eq!(exact, 0);
+        let jittered: Vec<u64> = (0..200)
+            .filter(|&s| lost(Simulation::new(s).jitter(Duration::from_millis(1))))
+            .collect();
+        assert!(!jittered.is_empty(), "not found in 200 seeds with jitter");
+        let first = jittered[0];
+        println!(
+            "jitter: first found by seed {first}, {} of 200 seeds",
+            jittered.len()
+        );
+        // Replays by seed, jitter and all.
+        let run = |seed| {
+            let sim = Simulation::new(seed).jitter(Duration::from_millis(1));
+            let outcome = sim.block_on(build_graph(sim.executor())).unwrap();
+            (outcome, sim.trace_hash(), sim.elapsed())
+        };
+        assert_eq!(run(first), run(first));
+        // A reply due in 10 ms awaited for 11: never late on exact time,
+        // late under jitter; `Simulation::check` runs worlds made with it.
+        let reply = |sim: &Simulation| {
+            let (t, ex) = (sim.timer(), sim.executor());
+            async move {
+                let (tx, rx) = futures::channel::oneshot::channel();
+                let work = t.clone();
+                drop(ex.spawn(async move {
+                    work.sleep(Duration::from_millis(10)).await;
+                    viaduct::coop::consume_budget().await;
+                    let _ = tx.send(42);
+                }));
+                let reply = t.timeout(Duration::from_millis(11), rx).await;
+                assert!(reply.is_ok(), "{TEST_PANIC}: the reply came too late");
+            }
+        };
+        quiet_test_panics();
+        sim::check(0..200, reply);
+        let late = std::panic::catch_unwind(|| {
+            Simulation::new(0)
+                .jitter(Duration::from_millis(2))
+                .check(0..200, reply)
+        })
+        .unwrap_err();
+        let msg = late.downcast_ref::<String>().unwrap();
+        assert!(msg.contains("too late") && msg.contains("jitter="), "{msg}");
+        let replay = replay_in(msg);
+        let sim = Simulation::replay(replay).unwrap();
+        let outcome = sim.block_on(reply(&sim));
+        assert!(matches!(outcome, Err(SimError::Panicked(_))), "{outcome:?}");
+        // Huge jitter is clamped, not an overflow.
+        let sim = Simulation::new(1).jitter(Duration::MAX);
+        assert!(sim.block_on(build_graph(sim.executor())).is_ok());
+    });
+}
+
+#[test]
+fn join_scope_and_pools_do_not_escape_a_simulation() {
+    quiet_test_panics();
+    within("nothing escapes", || {
+        let pool = viaduct::ThreadPool::builder().threads(2).build().unwrap();
+        let run = |seed| {
+            let sim = Simulation::new(seed);
+            let ex = sim.executor();
+            let pool = pool.clone();
+            let here = std::thread::current().id();
+            let outcome = sim.block_on(async move {
+                let order = Arc::new(Mutex::new(Vec::new()));
+                let o = order.clone();
+                let joined = ex.spawn(async move {
+                    let (a, b) = pool.join(
+                        || {
+                            o.lock().unwrap().push("a");
+                            std::thread::current().id()
+                        },
+                        || {
+                            o.lock().unwrap().push("b");
+                            std::thread::current().id()
+                        },
+                    );
+                    // A scope of the pool, and the global one, borrowing.
+                    let mut parts = [1u32, 2, 3];
+                    pool.scope(|s| {
+                        for p in parts.iter_mut() {
+                            s.run(move || *p *= 10);
+                        }
+                    });
+                    let ids = viaduct::scope(|s| {
+                        let h = s.run(|| std::thread::current().id());
+                        h.join().unwrap()
+                    });
+                    (a, b, ids, parts)
+                });
+                let (a, b, ids, parts) = joined.await.unwrap();
+                // Building a real pool here is refused, saying what to do.
+                let err = viaduct::ThreadPool::builder()
+                    .threads(1)
+                    .build()
+                    .unwrap_err();
+                assert!(matches!(err, viaduct::pool::BuildError::InsideSimulation));
+                assert!(err.to_string().contains("Simulation::executor"), "{err}");
+                let order = order.lock().unwrap().clone();
+                ([a, b, ids], parts, order)
+            });
+            let (ids, parts, order) = outcome.unwrap();
+            assert!(
+                ids.iter().all(|&id| id == here),
+                "a half ran on a real thread"
+            );
+            assert_eq!(parts, [10, 20, 30]);
+            (order, sim.trace_hash())
+        };
+        for seed in 0..20 {
+            let (order, trace) = run(seed);
+            assert_eq!(order.len(), 2);
+            assert_eq!(run(seed), (order, trace), "seed {seed} does not replay");
+        }
+        // A panicking half still lets the other end, and comes out of join.
+        let sim = Simulation::new(1);
+        let pool2 = pool.clone();
+        let ended = Arc::new(AtomicUsize::new(0));
+        let e = ended.clone();
+        let outcome = sim.block_on(async move {
+            pool2.join(
+                || e.fetch_add(1, SeqCst),
+                || -> usize { panic!("{TEST_PANIC}: half b") },
+            )
+        });
+        assert!(matches!(outcome, Err(SimError::Panicked(_))), "{outcome:?}");
+        assert_eq!(ended.load(SeqCst), 1);
     });
 }

@@ -93,6 +93,10 @@ pub enum BuildError {
     /// The operating system refused to start a worker thread (or the
     /// stall watcher's).
     Spawn(std::io::Error),
+    /// `build` was called inside a [simulation](crate::sim): a real
+    /// pool's threads would run its tasks outside the simulation, where
+    /// no seed decides their order and no replay can repeat it.
+    InsideSimulation,
 }
 
 /// The most workers a pool may have: far past what an operating system
@@ -140,6 +144,12 @@ impl fmt::Display for BuildError {
                  {MIN_STACK_SIZE} bytes, or leave it unset for the default"
             ),
             BuildError::Spawn(e) => write!(f, "could not start a worker thread: {e}"),
+            BuildError::InsideSimulation => f.write_str(
+                "a real thread pool cannot be built inside a simulation, whose tasks must all \
+                 run on its virtual workers: spawn on the simulation's executor \
+                 (Simulation::executor, or viaduct::spawn inside it) instead, or build the pool \
+                 outside and hand its work to the simulation",
+            ),
         }
     }
 }
@@ -484,7 +494,8 @@ impl Builder {
     /// [`BuildError::TooManyThreads`] past [`MAX_THREADS`],
     /// [`BuildError::StackTooSmall`] below [`MIN_STACK_SIZE`],
     /// [`BuildError::Spawn`] if a thread could not be started (the threads
-    /// already started are stopped again).
+    /// already started are stopped again), [`BuildError::InsideSimulation`]
+    /// inside a [simulation](crate::sim) (use its executor).
     ///
     /// # Examples
     ///
@@ -499,6 +510,15 @@ impl Builder {
     /// assert!(matches!(err, BuildError::ZeroMaxPending));
     /// ```
     pub fn build(self) -> Result<ThreadPool, BuildError> {
+        if crate::spawn::ambient_executor().is_some() {
+            return Err(BuildError::InsideSimulation);
+        }
+        self.build_anywhere()
+    }
+
+    /// [`build`](Builder::build), inside a simulation too: for the global
+    /// pool, which belongs to no simulation (whoever first names it).
+    pub(super) fn build_anywhere(self) -> Result<ThreadPool, BuildError> {
         let n = match self.threads {
             Some(0) => return Err(BuildError::ZeroThreads),
             Some(n) if n > MAX_THREADS => return Err(BuildError::TooManyThreads(n)),

@@ -75,6 +75,10 @@ where
     if shared.terminated.load(SeqCst) {
         return (a(), b());
     }
+    let (a, b) = match join_in_driver(a, b) {
+        Ok(pair) => return pair,
+        Err(halves) => halves,
+    };
     let latch = ThreadLatch {
         done: AtomicBool::new(false),
         thread: thread::current(),
@@ -93,6 +97,39 @@ where
     match job.into_result() {
         Ok(pair) => pair,
         Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// Hands the pair to the driver of this thread, if it runs joins itself
+/// (a simulation does); gives them back if not.
+#[cold]
+fn join_in_driver<A, B, RA, RB>(a: A, b: B) -> Result<(RA, RB), (A, B)>
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let (mut a, mut b) = (Some(a), Some(b));
+    let (mut ra, mut rb) = (None, None);
+    let ran = {
+        let mut run_a = || {
+            let a = a.take().expect("run once");
+            ra = Some(std::panic::catch_unwind(std::panic::AssertUnwindSafe(a)));
+        };
+        let mut run_b = || {
+            let b = b.take().expect("run once");
+            rb = Some(std::panic::catch_unwind(std::panic::AssertUnwindSafe(b)));
+        };
+        crate::context::with_driver(|d| d.is_some_and(|d| d.join(&mut run_a, &mut run_b)))
+    };
+    if !ran {
+        return Err((a.expect("not run"), b.expect("not run")));
+    }
+    match (ra.expect("ran"), rb.expect("ran")) {
+        (Ok(ra), Ok(rb)) => Ok((ra, rb)),
+        // `a`'s panic first, as on a pool.
+        (Err(p), _) | (_, Err(p)) => std::panic::resume_unwind(p),
     }
 }
 

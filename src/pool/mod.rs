@@ -274,7 +274,7 @@ impl ThreadPool {
         static GLOBAL: std::sync::OnceLock<ThreadPool> = std::sync::OnceLock::new();
         GLOBAL.get_or_init(|| {
             ThreadPool::builder()
-                .build()
+                .build_anywhere()
                 .expect("viaduct: could not start the global thread pool")
         })
     }
@@ -532,6 +532,9 @@ impl ThreadPool {
     /// runs here, and taken back if nobody stole it; no heap allocation is
     /// made. From any other thread the pair is handed to a worker and the
     /// caller blocks. If the pool has shut down, both run on the caller.
+    /// In a task of a [simulation](crate::sim), `b` is a task of the
+    /// simulation and `a` runs on the caller: nothing escapes to this
+    /// pool's threads.
     ///
     /// # Panics
     ///

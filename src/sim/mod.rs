@@ -7,19 +7,26 @@
 //! calling thread. viaduct's own machinery runs on it unchanged: strands,
 //! [`Guarded`](crate::Guarded), [`KeyedStrands`](crate::KeyedStrands),
 //! [`PriorityExecutor`](crate::PriorityExecutor), continuations,
-//! [`JoinSet`](crate::JoinSet) and cancellation tokens. Which worker runs
-//! next, which task it takes, whom it steals from, the order of timers due
-//! at the same instant and where a ready future is made to yield anyway
-//! all come from the seed; so does nothing else. The same seed and
-//! program give the same run, and [`Simulation::trace_hash`] proves it.
+//! [`JoinSet`](crate::JoinSet), cancellation tokens,
+//! [`ThreadPool::join`](crate::ThreadPool::join) and scopes. Which task
+//! runs next, and where it is made to stop at an await point although
+//! what it awaits is ready, come from the seed, by a [`Strategy`]: PCT
+//! by default, which preempts at a few random await points per run, or
+//! random choices that mirror the real pool's queues. So do the order of
+//! timers due at the same instant and, with [jitter](Simulation::jitter),
+//! how late each fires and how long each poll takes; nothing else does.
+//! The same seed and program give the same run, and
+//! [`Simulation::trace_hash`] proves it.
 //!
-//! [`check`] runs a program under many seeds and names the first that
-//! fails. [`Simulation::block_on`] does not hang on a wait: a run where
-//! nothing can move ends in [`SimError::Deadlock`] with a
-//! [task dump](crate::dump) and its wait-for cycles, and one that never
-//! settles ends at a step limit. What it cannot stop is a single poll that
-//! never returns (a loop with no `.await`, a blocking call): everything
-//! runs on the calling thread.
+//! [`check`] runs a program under many seeds, names the first that
+//! fails, and shrinks its run to the few preemptions the failure needs,
+//! printed as a string that [`Simulation::replay`] runs again.
+//! [`Simulation::block_on`] does not hang on a wait: a run where nothing
+//! can move ends in [`SimError::Deadlock`] with a [task dump](crate::dump)
+//! and its wait-for cycles, and one that never settles ends at a step
+//! limit. What it cannot stop is a single poll that never returns (a loop
+//! with no `.await`, a blocking call): everything runs on the calling
+//! thread.
 //!
 //! # Examples
 //!
@@ -68,22 +75,28 @@
 //! - the real clock: `std::time::Instant::now` and `SystemTime` read real
 //!   time; read [`Simulation::timer`]'s `now` instead. The global
 //!   [`time`](crate::time) functions and [`TimedExt`](crate::TimedExt)
-//!   use the simulated clock while [`Simulation::block_on`] runs, so
-//!   create their futures inside it;
+//!   use the simulated clock while [`Simulation::block_on`] runs; a
+//!   [`sleep`](crate::time::sleep) or [`timeout`](crate::time::timeout)
+//!   made outside binds to the clock that first polls it;
 //! - blocking calls: a `std::sync::Mutex` held across an `.await`, a
 //!   channel's blocking `recv`, a sleep of the thread; they block the one
 //!   thread the whole simulation runs on;
-//! - work on a real executor: a [`ThreadPool`](crate::ThreadPool) you
-//!   made, [`ThreadPool::global`](crate::ThreadPool::global) named
-//!   directly, [`ThreadPool::join`](crate::ThreadPool::join) and
-//!   [`scope`](crate::scope) (which wait on a real pool), a tokio runtime.
-//!   [`spawn`](crate::spawn), [`run`](crate::run) and
-//!   [`JoinSet::spawn`](crate::JoinSet::spawn) use the simulated pool
-//!   while [`Simulation::block_on`] runs.
+//! - work on a real executor: a [`ThreadPool`](crate::ThreadPool) made
+//!   outside and spawned on, [`ThreadPool::global`](crate::ThreadPool::global)
+//!   spawned on by name, a tokio runtime. [`spawn`](crate::spawn),
+//!   [`run`](crate::run) and [`JoinSet::spawn`](crate::JoinSet::spawn)
+//!   use the simulated pool while [`Simulation::block_on`] runs, and so
+//!   do [`ThreadPool::join`](crate::ThreadPool::join) and scopes
+//!   ([`ThreadPool::scope`](crate::ThreadPool::scope),
+//!   [`scope`](crate::scope())) opened in a simulated task, on any pool.
+//!   Building a pool inside a simulation is refused
+//!   ([`BuildError::InsideSimulation`](crate::pool::BuildError::InsideSimulation)).
 //!
 //! [`block_on`](crate::block_on) inside a simulated task runs the
 //! simulation while it waits, as it runs a pool's tasks on a worker.
 
+mod schedule;
+mod shrink;
 mod world;
 
 use std::cell::Cell;
@@ -97,6 +110,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+pub use self::schedule::ReplayError;
+use self::schedule::{Replay, Schedule};
 use self::world::World;
 use crate::admission::{Admission, Sink, Tracker, TrackerHeader};
 use crate::context::Driver;
@@ -109,10 +124,43 @@ use crate::executor::{Exec, Executor, Internal, Own, Runnable};
 use crate::spawn::ExecutorExt;
 use crate::task::Metadata;
 use crate::time::Timer;
+use crate::JoinHandle;
 
 /// How many task polls a run may take by default before it is stopped
 /// with [`SimError::StepLimit`].
 pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
+
+/// How a [`Simulation`] picks the task it polls next. Both replay exactly
+/// by seed.
+///
+/// # Examples
+///
+/// ```
+/// use viaduct::sim::{Simulation, Strategy};
+///
+/// let sim = Simulation::new(3).strategy(Strategy::Pct { depth: 3 });
+/// assert_eq!(sim.block_on(async { 7 }).unwrap(), 7);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// Every choice at random: which virtual worker runs, which of its
+    /// tasks, whom it steals from, and now and then a yield injected into
+    /// a poll. Finds bugs that need many small interleavings.
+    Random,
+    /// Probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010):
+    /// each task gets a random priority, the highest-priority task that
+    /// can run always runs, and at `depth - 1` random points the running
+    /// task drops to the lowest priority. A bug that needs `depth - 1`
+    /// preemptions at the right places is found with a probability that
+    /// does not shrink with the number of other schedules. Every await
+    /// point of viaduct's futures is a point where a task can be preempted.
+    Pct {
+        /// One more than the preemptions a run makes: 1 runs each task
+        /// until it blocks, 3 finds most bugs (at least 1).
+        depth: u32,
+    },
+}
 
 /// A simulated world: virtual workers, a virtual clock and the generator
 /// that makes every choice, all driven on the calling thread.
@@ -161,6 +209,43 @@ pub struct Simulation {
     shared: Arc<Shared>,
 }
 
+/// The most jitter a simulation takes.
+const MAX_JITTER: Duration = Duration::from_secs(3600);
+
+/// What a world is made from.
+#[derive(Clone, Debug)]
+struct Config {
+    seed: u64,
+    workers: usize,
+    strategy: Strategy,
+    /// How many decisions PCT should expect a run to make (`check` learns
+    /// it from the runs before).
+    span: Option<u64>,
+    /// The most a timer fires late, and a poll takes, in nanoseconds.
+    jitter: u64,
+    /// The schedule a replay follows, instead of the strategy.
+    replay: Option<Schedule>,
+}
+
+/// The strategy `Simulation::new(seed)` and [`check`] use: PCT at depth
+/// 3, which found each bug of `benches/sim_zoo.rs` in fewer seeds than
+/// random scheduling, and than shuttle's PCT (BENCHMARKS.md).
+const DEFAULT_STRATEGY: Strategy = Strategy::Pct { depth: 3 };
+
+impl Config {
+    /// What `Simulation::new(seed)` makes.
+    fn new(seed: u64) -> Config {
+        Config {
+            seed,
+            workers: 4,
+            strategy: DEFAULT_STRATEGY,
+            span: None,
+            jitter: 0,
+            replay: None,
+        }
+    }
+}
+
 /// The world behind every handle of a simulation, and its executor.
 pub(crate) struct Shared {
     /// Where an admission's [`Sink`] finds this tracker's functions.
@@ -169,6 +254,7 @@ pub(crate) struct Shared {
     header: ExecHeader,
     me: Weak<Shared>,
     seed: u64,
+    config: Config,
     world: Mutex<World>,
     timer: Timer,
     /// The virtual workers' records, for task dumps.
@@ -207,6 +293,11 @@ pub enum SimError {
     Panicked(Panic),
     /// The simulation's executor was closed, so the future was refused.
     Closed,
+    /// A [replay](Simulation::replay) does not fit the program it runs:
+    /// it names a task that is not waiting to run where it says, or some
+    /// of its departures never came up. The program is not the one the
+    /// replay was recorded from, or it changed where it matters.
+    ReplayMismatch(String),
 }
 
 impl fmt::Display for SimError {
@@ -225,6 +316,11 @@ impl fmt::Display for SimError {
                 None => f.write_str("a simulated task panicked (not with a string)"),
             },
             SimError::Closed => f.write_str("the simulation's executor is closed"),
+            SimError::ReplayMismatch(why) => write!(
+                f,
+                "the replay does not fit this program: {why} (it was recorded from another \
+                 program, or this one changed where it matters)"
+            ),
         }
     }
 }
@@ -263,6 +359,9 @@ struct Outer {
     driver: Option<NonNull<dyn Driver>>,
     exec: *const Exec,
     timer: *const Timer,
+    /// The pool worker this thread is: none to the simulated tasks, so a
+    /// `join` or a spawn of theirs does not reach a real worker's queues.
+    worker: *const (),
 }
 
 impl Active {
@@ -274,6 +373,7 @@ impl Active {
                 driver: None,
                 exec: std::ptr::null(),
                 timer: std::ptr::null(),
+                worker: std::ptr::null(),
             }),
         })));
         // SAFETY: just leaked, freed only by this guard's drop.
@@ -283,6 +383,7 @@ impl Active {
             driver: Some(NonNull::from(driver)),
             exec: &me.exec,
             timer: &me.shared.timer,
+            worker: std::ptr::null(),
         };
         // SAFETY: the guard keeps what `here` points at alive, and puts
         // back what it replaced when it drops.
@@ -305,6 +406,7 @@ impl Outer {
                 driver: crate::context::with(|c| c.driver.replace(self.driver)),
                 exec: crate::spawn::replace_ambient_executor(self.exec),
                 timer: Timer::replace_ambient(self.timer),
+                worker: crate::context::with(|c| c.pool_worker.replace(self.worker)),
             }
         }
     }
@@ -347,6 +449,28 @@ impl Driver for Running {
                 }
             },
         )
+    }
+
+    /// `b` as a task of the world, `a` here, and the world run until `b`
+    /// is done: a join inside a simulation is simulated too.
+    fn join(&self, a: &mut dyn FnMut(), b: &mut (dyn FnMut() + Send)) -> bool {
+        let task: Pin<Box<dyn Future<Output = ()> + Send + '_>> = Box::pin(async move { b() });
+        // SAFETY: only the lifetime changes. `b` outlives this call, and
+        // the task is dropped before the call returns or unwinds: it has
+        // finished, or `Finish` aborts and drops it.
+        let task: Pin<Box<dyn Future<Output = ()> + Send + 'static>> =
+            unsafe { std::mem::transmute(task) };
+        let mut finish = Finish {
+            shared: &self.shared,
+            handle: self.exec.spawn(task),
+        };
+        a();
+        let handle = &mut finish.handle;
+        let mut ended = std::pin::pin!(async move {
+            let _ = handle.await;
+        });
+        self.block_on(ended.as_mut());
+        true
     }
 
     /// With no simulation running on this thread: for a wait on real
@@ -428,10 +552,50 @@ impl Simulation {
     /// assert_eq!(sim.block_on(async { 1 + 1 }).unwrap(), 2);
     /// ```
     pub fn new(seed: u64) -> Simulation {
-        Simulation::build(seed, 4, DEFAULT_MAX_STEPS)
+        Simulation::build(Config::new(seed), DEFAULT_MAX_STEPS)
     }
 
-    fn build(seed: u64, workers: usize, max_steps: u64) -> Simulation {
+    /// A world that replays `replay`, a string [`check`] printed for a
+    /// failing run: the same schedule, shrunk to the departures from the
+    /// default order that the failure needs. Run the same program in it
+    /// (one [`block_on`](Simulation::block_on)).
+    ///
+    /// A departure names tasks by the order the world first saw them in,
+    /// and polls by their count, not by spawn line or step: the replay
+    /// survives edits that leave the order of spawns and awaits alone. If
+    /// the program changed where it matters, or is another one,
+    /// `block_on` says so with [`SimError::ReplayMismatch`], rather than
+    /// run some other schedule.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplayError`] if `replay` is not such a string, or was damaged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::sim::Simulation;
+    ///
+    /// let sim = Simulation::replay("v1;seed=7;workers=2;run=;check=25a5").unwrap();
+    /// assert_eq!(sim.worker_count(), 2);
+    /// assert_eq!(sim.block_on(async { 3 }).unwrap(), 3);
+    /// assert!(Simulation::replay("v1;seed=7;workers=2;run=;check=0000").is_err());
+    /// ```
+    pub fn replay(replay: &str) -> Result<Simulation, ReplayError> {
+        let replay: Replay = replay.parse()?;
+        Ok(Simulation::build(
+            Config {
+                workers: replay.workers,
+                jitter: replay.jitter,
+                replay: Some(Schedule::new(&replay.departures, true)),
+                ..Config::new(replay.seed)
+            },
+            DEFAULT_MAX_STEPS,
+        ))
+    }
+
+    fn build(config: Config, max_steps: u64) -> Simulation {
+        let Config { seed, workers, .. } = config;
         let shared = Arc::new_cyclic(|me: &Weak<Shared>| {
             // Where its sinks will point: the books keep a waker of each
             // task counted here.
@@ -443,7 +607,11 @@ impl Simulation {
                 header: ExecHeader::of::<Shared>(),
                 me: me.clone(),
                 seed,
-                world: Mutex::new(World::new(seed, workers)),
+                world: Mutex::new(match &config.replay {
+                    Some(schedule) => World::replaying(seed, workers, schedule.clone()),
+                    None => World::new(seed, workers, config.strategy, config.span),
+                }),
+                config,
                 timer: Timer::manual(),
                 books,
                 heres,
@@ -487,7 +655,74 @@ impl Simulation {
             "Simulation::workers({n}): a simulated pool has at most {MAX_WORKERS} workers, as a \
              real one does; use fewer"
         );
-        Simulation::build(self.seed(), n, self.shared.max_steps.load(Relaxed))
+        self.rebuilt(|c| c.workers = n)
+    }
+
+    /// A new world, configured as this one but for `change`.
+    fn rebuilt(&self, change: impl FnOnce(&mut Config)) -> Simulation {
+        let mut config = self.shared.config.clone();
+        change(&mut config);
+        Simulation::build(config, self.shared.max_steps.load(Relaxed))
+    }
+
+    /// The same world, choosing its schedule by `strategy`. Call it first,
+    /// as [`workers`](Simulation::workers): it makes a new world.
+    ///
+    /// # Panics
+    ///
+    /// On [`Strategy::Pct`] with a depth of 0: the smallest depth, 1, runs
+    /// each task until it blocks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use viaduct::sim::{Simulation, Strategy};
+    ///
+    /// let sim = Simulation::new(1).strategy(Strategy::Pct { depth: 3 }).workers(2);
+    /// assert_eq!(sim.block_on(async { 7 }).unwrap(), 7);
+    /// ```
+    pub fn strategy(self, strategy: Strategy) -> Simulation {
+        if let Strategy::Pct { depth: 0 } = strategy {
+            panic!(
+                "Simulation::strategy(Strategy::Pct {{ depth: 0 }}): the depth is one more than \
+                 the preemptions a run makes, so it is at least 1 (which runs each task until it \
+                 blocks); 3 finds most bugs"
+            );
+        }
+        self.rebuilt(|c| {
+            c.strategy = strategy;
+            c.replay = None;
+        })
+    }
+
+    /// The same world, with time that is not exact: each timer fires up
+    /// to `max` late, and each poll may take up to `max` of virtual time
+    /// (timers falling due meanwhile fire while other tasks are mid-way).
+    /// Both are drawn from the seed, half of them zero. Without it, work
+    /// takes no time and every duration is exact, so two tasks only
+    /// overlap when their waits end at the same instant; with it, a race
+    /// between a timeout and a reply, or between jobs whose waits end
+    /// close together, is found. Call it first, as
+    /// [`workers`](Simulation::workers): it makes a new world.
+    ///
+    /// `max` is clamped to one hour (a timer an hour late is as late as a
+    /// simulation needs); zero turns jitter off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::sim::Simulation;
+    ///
+    /// let sim = Simulation::new(8).jitter(Duration::from_millis(5));
+    /// let t = sim.timer();
+    /// sim.block_on(async move { t.sleep(Duration::from_secs(1)).await }).unwrap();
+    /// let late = sim.elapsed() - Duration::from_secs(1);
+    /// assert!(late <= Duration::from_millis(10)); // never early; the fire and a poll late
+    /// ```
+    pub fn jitter(self, max: Duration) -> Simulation {
+        let max = max.min(MAX_JITTER).as_nanos() as u64;
+        self.rebuilt(|c| c.jitter = max)
     }
 
     /// Stops each [`block_on`](Simulation::block_on) with
@@ -668,36 +903,84 @@ impl Simulation {
     /// assert_eq!(dump.deadlocks()[0].steps().len(), 2); // the two tasks, each waiting on the other
     /// ```
     #[track_caller]
-    pub fn block_on<F>(&self, fut: F) -> Result<F::Output, SimError>
+    pub fn block_on<'a, F>(&self, fut: F) -> Result<F::Output, SimError>
     where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
+        F: Future + Send + 'a,
+        F::Output: Send + 'a,
     {
         let shared = &self.shared;
         let _active = Active::enter(shared);
         let _limit = Limit::start(shared);
-        let mut handle = self.executor().spawn(fut);
-        let ended = shared.drive(&|| handle.is_finished());
-        if let Err(e) = ended {
-            handle.abort();
-            return Err(e);
-        }
+        let slot = Arc::new(Mutex::new(None));
+        let out = slot.clone();
+        let task: Pin<Box<dyn Future<Output = ()> + Send + 'a>> = Box::pin(async move {
+            let value = fut.await;
+            *crate::loom::lock_std(&out) = Some(value);
+        });
+        // SAFETY: only the lifetime changes. What the future borrows
+        // outlives this call, and the future is dropped before the call
+        // returns or unwinds: the task is finished on success, and
+        // `Finish` aborts it and drops it otherwise. Its output goes
+        // through `slot`, which this call empties.
+        let task: Pin<Box<dyn Future<Output = ()> + Send + 'static>> =
+            unsafe { std::mem::transmute(task) };
+        let mut finish = Finish {
+            shared,
+            handle: self.executor().spawn(task),
+        };
+        shared.drive(&|| finish.handle.is_finished())?;
         let waker = futures::task::noop_waker();
         // The caller's spent budget must not hold back a finished handle.
         let _lifted = crate::coop::lifted();
         // Finished means its future is dropped; the result follows at
         // once, from the thread that dropped it (here, unless the task
         // hopped to a real executor).
-        let output = loop {
-            match std::pin::Pin::new(&mut handle).poll(&mut Context::from_waker(&waker)) {
-                Poll::Ready(output) => break output,
+        let ended = loop {
+            match Pin::new(&mut finish.handle).poll(&mut Context::from_waker(&waker)) {
+                Poll::Ready(ended) => break ended,
                 Poll::Pending => std::thread::yield_now(),
             }
         };
-        match output {
-            Ok(v) => Ok(v),
+        let unused = shared.world().unused_departures();
+        if unused > 0 && shared.live.load(Relaxed) == 0 {
+            return Err(SimError::ReplayMismatch(format!(
+                "the program ended with {unused} of its departures not come up"
+            )));
+        }
+        match ended {
+            Ok(()) => Ok(crate::loom::lock_std(&slot)
+                .take()
+                .expect("a finished task stored its output")),
             Err(TaskError::Panicked(p)) => Err(SimError::Panicked(p)),
             Err(_) => Err(SimError::Closed),
+        }
+    }
+}
+
+/// The task of a [`Simulation::block_on`], which may borrow from its
+/// caller: dropped, it makes sure the task's future is gone.
+struct Finish<'a> {
+    shared: &'a Shared,
+    handle: JoinHandle<()>,
+}
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        if self.handle.is_finished() {
+            return;
+        }
+        // Aborted, the task is queued to be dropped (or dropped at once on
+        // an ended world): run it here. Another thread may be polling it
+        // (a clone of the simulation stepped elsewhere): wait for that.
+        self.handle.abort();
+        while !self.handle.is_finished() {
+            let queued = self.shared.world().take(self.handle.id());
+            match queued {
+                Some(runnable) => {
+                    runnable.run();
+                }
+                None => std::thread::yield_now(),
+            }
         }
     }
 }
@@ -751,51 +1034,94 @@ impl Shared {
                 let steps = self.max_steps.load(Relaxed);
                 return Err(SimError::StepLimit { steps });
             }
-            world.pick().map(|(worker, runnable, source)| {
+            let picked = world.pick().map_err(|misfit| {
+                SimError::ReplayMismatch(match misfit.after {
+                    Some((key, polls)) => format!(
+                        "after poll {polls} of task {key} the replay polls task {}, which is not \
+                         waiting to run then",
+                        misfit.wanted
+                    ),
+                    None => format!(
+                        "the replay polls task {} first, which is not waiting to run then",
+                        misfit.wanted
+                    ),
+                })
+            })?;
+            if let Some(p) = &picked {
                 world.steps += 1;
-                let at = runnable.metadata().record.location;
-                world.record(&[
-                    worker as u64,
-                    source as u64,
-                    u64::from(at.line()) << 32 | u64::from(at.column()),
-                ]);
-                // Now and then a poll starts with a small budget: a ready
-                // viaduct future in it answers `Pending`, as if the task
-                // had been interrupted there.
-                let budget = if world.rng.one_in(8) {
-                    world.rng.below(4) as u32
-                } else {
-                    crate::coop::BUDGET
-                };
-                (worker, runnable, budget)
-            })
+                world.record(&[p.worker as u64, p.source as u64, u64::from(p.key)]);
+            }
+            picked
         };
-        if let Some((worker, runnable, budget)) = picked {
+        if let Some(p) = picked {
             let _on = OnWorker(virtual_worker(|w| {
-                w.replace((self as *const Shared as *const (), worker))
+                w.replace((self as *const Shared as *const (), p.worker))
             }));
-            let _here = crate::dump::records::enter_worker(&self.heres[worker]);
-            crate::coop::with_fresh_budget(budget, || runnable.run());
+            let _here = crate::dump::records::enter_worker(&self.heres[p.worker]);
+            crate::coop::take_held_back();
+            crate::coop::with_fresh_budget(p.budget, || p.runnable.run());
+            let held_back = crate::coop::take_held_back();
+            self.world().polled(held_back);
+            // With jitter, the poll took time: what fell due meanwhile
+            // fires now, while other tasks may be mid-way.
+            let worked = self.jitter_of(&[u64::from(p.key), u64::from(p.polls)]);
+            if worked > 0 {
+                let at = self.timer.now_ns().saturating_add(worked);
+                let panic = self.advance_to(at);
+                if let Some(p) = panic {
+                    return Err(SimError::Panicked(Panic::new(p)));
+                }
+            }
             return Ok(Stepped::Ran);
         }
         let Some(at) = self.timer.next_expiration() else {
             return Ok(Stepped::Idle);
         };
-        {
+        let at = {
             // A clock move is a step too (the limit was checked above):
             // timers whose jobs run where they fire (on `Inline`) move
             // the world without a poll.
             let mut world = self.world();
             world.steps += 1;
+            world.moves += 1;
+            // With jitter, the timers due next fire late, with the others
+            // due by then, in a shuffled order.
+            let at = at.saturating_add(self.jitter_of(&[u64::MAX, world.moves]));
             world.record(&[at]);
-        }
-        let panic = self
-            .timer
-            .advance_to_shuffled(at, &mut |n| self.world().rng.below(n));
+            at
+        };
+        let panic = self.advance_to(at);
         match panic {
             Some(p) => Err(SimError::Panicked(Panic::new(p))),
             None => Ok(Stepped::Advanced),
         }
+    }
+
+    /// Moves the clock to `at`, firing what is due by then, those due
+    /// together in a seeded order.
+    fn advance_to(&self, at: u64) -> Option<PanicPayload> {
+        self.timer
+            .advance_to_shuffled(at, &mut |n| self.world().shuffle_below(n))
+    }
+
+    /// A seeded lateness of up to the jitter, for the event named by
+    /// `words`: a function of the seed and those words alone, so a replay
+    /// that polls the same tasks the same number of times sees the same.
+    fn jitter_of(&self, words: &[u64]) -> u64 {
+        let max = self.config.jitter;
+        if max == 0 {
+            return 0;
+        }
+        let mut h = self.seed ^ 0x6a09_e667_f3bc_c908;
+        for &w in words {
+            h = world::Rng::new(h ^ w).next();
+        }
+        // Half the events take no time: most work is quick, and exact
+        // instants keep their ties for the shuffle to order.
+        if h & 1 == 0 {
+            return 0;
+        }
+        ((u128::from(h >> 1) * (u128::from(max) + 1)) >> 63) as u64
     }
 
     /// Counts a task in, unless the simulation's executor is closed.
@@ -939,6 +1265,9 @@ impl fmt::Debug for Simulation {
         f.debug_struct("Simulation")
             .field("seed", &self.seed())
             .field("workers", &self.worker_count())
+            .field("strategy", &self.shared.config.strategy)
+            .field("jitter", &Duration::from_nanos(self.shared.config.jitter))
+            .field("replaying", &self.shared.config.replay.is_some())
             .field("steps", &self.steps())
             .field("elapsed", &self.elapsed())
             .finish()
@@ -950,12 +1279,20 @@ impl fmt::Debug for Simulation {
 /// panicking as it builds the future), with a message that names the seed
 /// and how to replay it.
 ///
+/// The worlds use the default strategy: PCT at depth 3
+/// ([`Strategy::Pct`]), drawing its preemption points over the length
+/// of a run learned from the runs before. [`Simulation::check`] runs
+/// worlds made like a given one instead (other workers, a strategy,
+/// jitter).
+///
 /// Before panicking it runs the failing seed once more, to tell a
-/// deterministic failure (same error, same [trace](Simulation::trace_hash):
-/// replay it with `Simulation::new(seed)`) from a program that escapes the
-/// simulation (see the [module docs](self)). Errors are compared up to
-/// task ids, which are process-wide: a deadlock by its shape, a panic
-/// message up to its numbers.
+/// deterministic failure (same error, same [trace](Simulation::trace_hash))
+/// from a program that escapes the simulation (see the [module
+/// docs](self)). Errors are compared up to task ids, which are
+/// process-wide: a deadlock by its shape, a panic message up to its
+/// numbers. A deterministic failure is then shrunk: the message gives the
+/// fewest preemptions it found the failure to need, and a string for
+/// [`Simulation::replay`] that runs that schedule.
 ///
 /// Each seed's world is ended when its run is over, even if the program
 /// moved a clone of the [`Simulation`] into a task.
@@ -989,49 +1326,179 @@ impl fmt::Debug for Simulation {
 /// });
 /// ```
 #[track_caller]
-pub fn check<P, F>(seeds: impl IntoIterator<Item = u64>, mut program: P)
+pub fn check<P, F>(seeds: impl IntoIterator<Item = u64>, program: P)
 where
     P: FnMut(&Simulation) -> F,
     F: Future<Output = ()> + Send + 'static,
 {
-    let mut run = |seed: u64| {
-        let sim = Simulation::new(seed);
-        let outcome = match catch_unwind(AssertUnwindSafe(|| program(&sim))) {
-            Ok(fut) => sim.block_on(fut).map_err(Failure::Sim),
-            Err(p) => Err(Failure::Program(
-                crate::error::panic_message(p.as_ref())
-                    .unwrap_or("(not a string)")
-                    .to_owned(),
-            )),
+    check_like(&Config::new(0), seeds, program);
+}
+
+impl Simulation {
+    /// [`check`], with each seed's world made like this one: its workers,
+    /// [strategy](Simulation::strategy) and [jitter](Simulation::jitter),
+    /// from its own seed. This world itself does not run.
+    ///
+    /// # Panics
+    ///
+    /// On the first failing seed, as [`check`] does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct::prelude::*;
+    /// use viaduct::sim::Simulation;
+    ///
+    /// // A reply that takes 10 ms, awaited for 11: with exact time it is
+    /// // never late; with a little jitter in the server's work, it is.
+    /// let late = std::panic::catch_unwind(|| {
+    ///     Simulation::new(0).jitter(Duration::from_millis(2)).check(0..200, |sim| {
+    ///         let (t, ex) = (sim.timer(), sim.executor());
+    ///         async move {
+    ///             let (tx, rx) = futures::channel::oneshot::channel();
+    ///             let work = t.clone();
+    ///             drop(ex.spawn(async move {
+    ///                 work.sleep(Duration::from_millis(10)).await;
+    ///                 viaduct::coop::consume_budget().await; // and a little more work
+    ///                 let _ = tx.send(42);
+    ///             }));
+    ///             let reply = t.timeout(Duration::from_millis(11), rx).await;
+    ///             assert!(reply.is_ok(), "the reply came too late");
+    ///         }
+    ///     })
+    /// });
+    /// let msg = late.unwrap_err();
+    /// assert!(msg.downcast_ref::<String>().unwrap().contains("too late"));
+    /// ```
+    #[track_caller]
+    pub fn check<P, F>(&self, seeds: impl IntoIterator<Item = u64>, program: P)
+    where
+        P: FnMut(&Simulation) -> F,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let template = Config {
+            replay: None,
+            ..self.shared.config.clone()
         };
-        let trace = sim.trace_hash();
-        // Ended here, not when the last handle goes: the program may have
-        // moved one into a task that will never run again.
-        sim.shared.end();
-        (outcome, trace)
-    };
+        check_like(&template, seeds, program);
+    }
+}
+
+/// [`check`] over worlds made like `template`, each from its own seed.
+#[track_caller]
+fn check_like<P, F>(template: &Config, seeds: impl IntoIterator<Item = u64>, mut program: P)
+where
+    P: FnMut(&Simulation) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    // PCT draws its preemption points over the length of a run: learned
+    // from the runs so far, as shuttle's PCT does.
+    let mut span = None;
     for seed in seeds {
-        let (outcome, trace) = run(seed);
-        let Err(failure) = outcome else { continue };
-        let (again, replay_trace) = run(seed);
+        let config = Config {
+            seed,
+            span,
+            ..template.clone()
+        };
+        let first = run_once(&mut program, &config);
+        if first.decisions > 0 {
+            span = Some(span.unwrap_or(0).max(first.decisions));
+        }
+        // How to replay the whole run: by seed, before anything was
+        // learned; after, the runs before this one set PCT's expectation.
+        let whole = match config.span {
+            None => format!("`Simulation::new({seed})`"),
+            Some(_) => "`check` over the same seeds".to_owned(),
+        };
+        let Err(failure) = first.result else { continue };
+        let again = run_once(&mut program, &config);
         let escapes = "something escapes the simulation (real threads, the real clock, \
                        blocking calls, a real pool; see the viaduct::sim docs)";
-        let replay = match again {
-            Err(f) if f.same_as(&failure) && replay_trace == trace => format!(
-                "It fails the same way every time (trace {trace:#018x}): replay it with \
-                 `Simulation::new({seed})` and the same program."
-            ),
-            Err(_) => format!(
-                "Run again, it failed differently: {escapes}. \
-                 `Simulation::new({seed})` replays the same schedule."
-            ),
-            Ok(()) => format!(
-                "Run again, it passed: {escapes}. \
-                 `Simulation::new({seed})` replays the same schedule."
-            ),
+        let replay = match again.result {
+            Err(f) if f.same_as(&failure) && again.trace == first.trace => {
+                let shrunk = first.log.as_deref().and_then(|log| {
+                    shrink::shrink(seed, config.workers, config.jitter, log, &mut |schedule| {
+                        let tried = run_once(
+                            &mut program,
+                            &Config {
+                                replay: Some(schedule),
+                                ..config.clone()
+                            },
+                        );
+                        match tried.result {
+                            Err(f) if f.same_kind(&failure) => tried.departures,
+                            _ => None,
+                        }
+                    })
+                });
+                match shrunk {
+                    Some(s) => format!(
+                        "It fails the same way every time (trace {:#018x}). Shrunk to {} \
+                         preemption(s), {} departure(s) from the default order, in {} runs: \
+                         replay it with\n    Simulation::replay(\"{}\")\nand the same \
+                         program, or the whole run with {whole}.",
+                        first.trace,
+                        s.preemptions,
+                        s.replay.departures.len(),
+                        s.runs,
+                        s.replay
+                    ),
+                    None => format!(
+                        "It fails the same way every time (trace {:#018x}), but the run was \
+                         too long to shrink: replay it with {whole} and the same program.",
+                        first.trace
+                    ),
+                }
+            }
+            Err(_) => format!("Run again, it failed differently: {escapes}."),
+            Ok(()) => format!("Run again, it passed: {escapes}."),
         };
         panic!("viaduct::sim::check: seed {seed} failed: {failure}\n{replay}");
     }
+}
+
+/// One run of a program, as [`check`] sees it.
+struct Outcome {
+    result: Result<(), Failure>,
+    trace: u64,
+    /// PCT's decisions: the run's length.
+    decisions: u64,
+    /// Its polls, for shrinking (none if too long to keep).
+    log: Option<Vec<(u32, u32)>>,
+    /// Where a replay departed from the default order, and how many of
+    /// those were preemptions.
+    departures: Option<(Vec<schedule::Deviation>, u32)>,
+}
+
+/// Runs `program` once in a world made from `config`, and ends the world:
+/// the program may have moved a handle into a task that will never run
+/// again.
+fn run_once<P, F>(program: &mut P, config: &Config) -> Outcome
+where
+    P: FnMut(&Simulation) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let sim = Simulation::build(config.clone(), DEFAULT_MAX_STEPS);
+    let result = match catch_unwind(AssertUnwindSafe(|| program(&sim))) {
+        Ok(fut) => sim.block_on(fut).map_err(Failure::Sim),
+        Err(p) => Err(Failure::Program(
+            crate::error::panic_message(p.as_ref())
+                .unwrap_or("(not a string)")
+                .to_owned(),
+        )),
+    };
+    let world = sim.shared.world();
+    let outcome = Outcome {
+        result,
+        trace: world.trace,
+        decisions: world.decisions(),
+        log: world.log().map(<[_]>::to_vec),
+        departures: world.departures().map(|(d, p)| (d.to_vec(), p)),
+    };
+    drop(world);
+    sim.shared.end();
+    outcome
 }
 
 /// How one run of [`check`] failed.
@@ -1047,10 +1514,21 @@ impl Failure {
     /// its shape and a message up to its numbers (a nested `block_on`'s
     /// deadlock panic carries a dump).
     fn same_as(&self, other: &Failure) -> bool {
-        match (self, other) {
-            (Failure::Sim(SimError::Deadlock(a)), Failure::Sim(SimError::Deadlock(b))) => {
-                a.tasks().len() == b.tasks().len() && a.deadlocks().len() == b.deadlocks().len()
+        self.same_kind(other)
+            && match (self, other) {
+                (Failure::Sim(SimError::Deadlock(a)), Failure::Sim(SimError::Deadlock(b))) => {
+                    a.tasks().len() == b.tasks().len() && a.deadlocks().len() == b.deadlocks().len()
+                }
+                _ => true,
             }
+    }
+
+    /// The same kind of failure, as shrinking keeps it: the same panic (up
+    /// to numbers), any deadlock, the same other error. A shorter schedule
+    /// may leave fewer tasks in a deadlock.
+    fn same_kind(&self, other: &Failure) -> bool {
+        match (self, other) {
+            (Failure::Sim(SimError::Deadlock(_)), Failure::Sim(SimError::Deadlock(_))) => true,
             (Failure::Sim(SimError::Panicked(a)), Failure::Sim(SimError::Panicked(b))) => {
                 a.message().map(numbers_masked) == b.message().map(numbers_masked)
             }

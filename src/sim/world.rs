@@ -1,22 +1,64 @@
-//! The simulated pool's queues and its seeded choices: which virtual
-//! worker runs next, where it takes its task from, whom it steals from.
+//! The simulated pool's queues and its choices: which task is polled next,
+//! on which virtual worker, with what budget.
 //!
-//! The queues mirror the real pool's (see `src/pool/README.md`): a LIFO
-//! slot and a FIFO queue per worker, one global queue, stealing half a
-//! victim's queue. What the real pool decides by timing, the simulation
-//! draws from its generator, and sometimes against the pool's habits
-//! (outside work before the local queue, the queue before the slot), since
-//! code that is correct on any executor must not depend on them.
+//! Three plans make the choices:
+//!
+//! - **Random** mirrors the real pool (see `src/pool/README.md`): a LIFO
+//!   slot and a FIFO queue per worker, one global queue, stealing half a
+//!   victim's queue. What the real pool decides by timing, the generator
+//!   decides, sometimes against the pool's habits (outside work before the
+//!   local queue, the queue before the slot), since code that is correct
+//!   on any executor must not depend on them.
+//! - **PCT** keeps every queued task in one order, by priority, and polls
+//!   the highest; each poll runs to the next await point of a viaduct
+//!   future, so every such point is one where a task can be preempted.
+//! - **Replay** follows a [`Schedule`]: by default it polls the task that
+//!   ran last while it can run, else the one queued longest; the schedule
+//!   names where to do otherwise. `check` shrinks a failing run to the
+//!   fewest such departures, and a replay string spells them out.
+//!
+//! Every plan names tasks by their *key*: the order the world first saw
+//! them in. Unlike task ids (process-wide) or spawn locations (which move
+//! with every edit), keys are the same in every run of the same program
+//! and schedule, so a trace and a replay survive unrelated edits.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
+use super::schedule::{Deviation, Schedule, START};
+use super::Strategy;
 use crate::executor::Runnable;
+use crate::task_id::TaskId;
 
 /// How many times in a row a worker runs its slot's task before that
 /// task goes to the back of its queue (the real pool's number).
 const SLOT_RUNS: u8 = 3;
 
-/// One virtual worker's queues.
+/// Polls in a row a task may end still runnable, by yields PCT injects,
+/// before it counts as spinning (a loop on `consume_budget` waiting for
+/// another task) and drops to the lowest priority, so the task it waits
+/// for gets to run.
+const SPIN_POLLS: u32 = 1_000;
+
+/// The budget of a poll that runs to the next await point of a viaduct
+/// future: the await the task stopped at passes, the next one yields.
+const ONE_AWAIT: u32 = 1;
+
+/// The budget of a task's first poll under PCT: it yields at its first
+/// await point, so even that one is a place to be preempted.
+const NO_AWAIT: u32 = 0;
+
+/// PCT's guess at the decisions (polls picked among more than one queued
+/// task) a run makes, when it has not seen the program run: its change
+/// points are drawn among the first this many or twice as many, then as
+/// many again in each doubling of the run past them. Small, because
+/// tests are: a guess too long puts the points past the end of the run.
+const PCT_SPAN: u64 = 4;
+
+/// Runs logged for shrinking, at most: a longer run is not shrunk.
+const LOG_CAP: usize = 1 << 20;
+
+/// One virtual worker's queues (Random).
 #[derive(Default)]
 struct Local {
     slot: Option<Runnable>,
@@ -31,6 +73,8 @@ pub(super) enum Source {
     Queue = 2,
     Global = 3,
     Stolen = 4,
+    /// Picked out of one order of every queued task (PCT, Replay).
+    Chosen = 5,
 }
 
 /// A small, fast generator (SplitMix64): every choice of a run comes from
@@ -63,34 +107,229 @@ impl Rng {
     }
 }
 
-/// The queues of every virtual worker, the global queue, the generator
-/// and the trace of the choices made.
+/// Hashes a task id (already unique and well spread) with one multiply.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type Fast<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// What the world knows of a task it has queued.
+struct Known {
+    key: u32,
+    /// Polls so far.
+    polls: u32,
+    /// PCT's priority (higher runs first; unique: the key is its low
+    /// half).
+    priority: u64,
+    /// Polls in a row that ended with the task still runnable.
+    spins: u32,
+}
+
+/// A queued task in PCT's or Replay's one order.
+struct Entry {
+    key: u32,
+    /// The worker that woke it, which polls it.
+    worker: usize,
+    runnable: Runnable,
+}
+
+/// Every queued task, in one order: by rank, highest first for PCT,
+/// lowest (queued longest) first for Replay.
+#[derive(Default)]
+struct Ordered {
+    by_rank: BTreeMap<u64, Entry>,
+    rank_of: Fast<u32, u64>,
+}
+
+impl Ordered {
+    fn insert(&mut self, rank: u64, entry: Entry) {
+        self.rank_of.insert(entry.key, rank);
+        self.by_rank.insert(rank, entry);
+    }
+
+    fn remove(&mut self, key: u32) -> Option<Entry> {
+        let rank = self.rank_of.remove(&key)?;
+        self.by_rank.remove(&rank)
+    }
+
+    fn contains(&self, key: u32) -> bool {
+        self.rank_of.contains_key(&key)
+    }
+
+    fn rerank(&mut self, key: u32, rank: u64) {
+        if let Some(entry) = self.remove(key) {
+            self.insert(rank, entry);
+        }
+    }
+}
+
+/// PCT's state: its change points and the priorities it hands out.
+struct Pct {
+    depth: u32,
+    /// Decisions (polls picked among more than one queued task) so far.
+    decisions: u64,
+    /// The change points of the current span, ascending.
+    points: Vec<u64>,
+    /// The span the points were drawn in ends here; past it, the next
+    /// span (as long again) gets `depth - 1` points of its own.
+    span_end: u64,
+    /// The next priority a demoted task gets, below every earlier one.
+    next_low: u64,
+    /// Whether a span past the last gets points of its own (when the
+    /// run's length is not known).
+    refresh: bool,
+}
+
+enum Plan {
+    Random {
+        workers: Box<[Local]>,
+        global: VecDeque<Runnable>,
+    },
+    Pct {
+        state: Pct,
+        queued: Ordered,
+    },
+    Replay {
+        schedule: Schedule,
+        queued: Ordered,
+        /// The next rank: queued longest is lowest.
+        seq: u64,
+        /// Where this run departed from the default, as it went.
+        taken: Vec<Deviation>,
+        /// How many of those switched away from a task that could run.
+        preemptions: u32,
+    },
+}
+
+/// What one step polls.
+pub(super) struct Picked {
+    pub(super) worker: usize,
+    pub(super) runnable: Runnable,
+    pub(super) source: Source,
+    pub(super) key: u32,
+    /// The task's polls, this one included.
+    pub(super) polls: u32,
+    /// What the poll's budget starts from.
+    pub(super) budget: u32,
+}
+
+/// A replay that does not fit the program it runs: the task it names is
+/// not queued where it says.
+#[derive(Debug)]
+pub(super) struct Misfit {
+    pub(super) after: Option<(u32, u32)>,
+    pub(super) wanted: u32,
+}
+
+/// The queues of every virtual worker, the generator and the trace of the
+/// choices made.
 pub(super) struct World {
-    workers: Box<[Local]>,
-    global: VecDeque<Runnable>,
+    plan: Plan,
+    workers: usize,
+    known: Fast<TaskId, Known>,
+    next_key: u32,
+    /// The task polled last: its id, key and polls so far.
+    last: Option<(TaskId, u32, u32)>,
+    /// The task being polled, and whether it woke itself meanwhile.
+    polling: Option<(TaskId, bool)>,
     pub(super) rng: Rng,
     /// A running hash of every choice and clock move (FNV-1a over words).
     pub(super) trace: u64,
     /// Steps taken so far: task polls and clock moves.
     pub(super) steps: u64,
+    /// Moves of the clock made because nothing could run.
+    pub(super) moves: u64,
     /// The step count at which the `block_on` running now stops.
     pub(super) limit: u64,
     /// No simulation handle is left: tasks scheduled now are dropped
     /// (cancelled), since nobody will ever run them.
     pub(super) orphaned: bool,
+    /// Every poll so far, as a replay names it (up to `LOG_CAP`).
+    log: Vec<(u32, u32)>,
+    log_full: bool,
 }
 
 impl World {
-    pub(super) fn new(seed: u64, workers: usize) -> World {
+    /// A world of `workers` whose choices come from `seed` by `strategy`.
+    /// `span`: how many decisions PCT should expect a run to make, if
+    /// earlier runs of the program showed it.
+    pub(super) fn new(seed: u64, workers: usize, strategy: Strategy, span: Option<u64>) -> World {
+        let mut rng = Rng::new(seed);
+        let plan = match strategy {
+            Strategy::Random => Plan::Random {
+                workers: (0..workers).map(|_| Local::default()).collect(),
+                global: VecDeque::new(),
+            },
+            Strategy::Pct { depth } => {
+                let mut state = Pct {
+                    depth,
+                    decisions: 0,
+                    points: Vec::new(),
+                    span_end: 0,
+                    next_low: (1 << 31) - 1,
+                    refresh: true,
+                };
+                match span {
+                    // A length learned from earlier runs: the points fall
+                    // anywhere in it, as in PCT proper.
+                    Some(decisions) => {
+                        state.refresh = false;
+                        state.draw_points(&mut rng, decisions.max(2));
+                    }
+                    None => {
+                        let first = PCT_SPAN << rng.below(2);
+                        state.draw_points(&mut rng, first);
+                    }
+                }
+                Plan::Pct {
+                    state,
+                    queued: Ordered::default(),
+                }
+            }
+        };
         World {
-            workers: (0..workers).map(|_| Local::default()).collect(),
-            global: VecDeque::new(),
-            rng: Rng::new(seed),
+            plan,
+            workers,
+            known: Fast::default(),
+            next_key: 0,
+            last: None,
+            polling: None,
+            rng,
             trace: 0xcbf2_9ce4_8422_2325,
             steps: 0,
+            moves: 0,
             limit: u64::MAX,
             orphaned: false,
+            log: Vec::new(),
+            log_full: false,
         }
+    }
+
+    /// A world that follows `schedule`.
+    pub(super) fn replaying(seed: u64, workers: usize, schedule: Schedule) -> World {
+        let mut world = World::new(seed, workers, Strategy::Random, None);
+        world.plan = Plan::Replay {
+            schedule,
+            queued: Ordered::default(),
+            seq: 0,
+            taken: Vec::new(),
+            preemptions: 0,
+        };
+        world
     }
 
     /// Adds `words` to the trace.
@@ -100,35 +339,138 @@ impl World {
         }
     }
 
-    /// Queues `runnable`: woken by a task on virtual worker `on`, into
-    /// that worker's slot (its old task to the back of its queue), or, if
-    /// it woke itself (a yield), to the back of the queue; woken from
-    /// anywhere else, into the global queue.
+    /// The key of task `id`, given it now if it has none.
+    fn know(&mut self, id: TaskId) -> &mut Known {
+        let (next_key, rng, pct) = (&mut self.next_key, &mut self.rng, &self.plan);
+        self.known.entry(id).or_insert_with(|| {
+            let key = *next_key;
+            *next_key += 1;
+            // A new task takes a random place among the others' priorities
+            // (above every demoted one).
+            let priority = match pct {
+                Plan::Pct { .. } => ((1 << 31) | (rng.next() >> 33)) << 32 | u64::from(key),
+                _ => 0,
+            };
+            Known {
+                key,
+                polls: 0,
+                priority,
+                spins: 0,
+            }
+        })
+    }
+
+    /// Queues `runnable`, woken by a task on virtual worker `on` (or from
+    /// anywhere else).
     pub(super) fn push(&mut self, on: Option<usize>, runnable: Runnable) {
-        match on.and_then(|w| self.workers.get_mut(w)) {
-            Some(local) if runnable.metadata().woken_while_running() => {
-                local.queue.push_back(runnable)
-            }
-            Some(local) => {
-                if let Some(old) = local.slot.replace(runnable) {
-                    local.queue.push_back(old);
+        let id = runnable.metadata().record.id;
+        if let Some((polling, woke)) = &mut self.polling {
+            *woke |= *polling == id;
+        }
+        let known = self.know(id);
+        let (key, priority) = (known.key, known.priority);
+        let worker = on.filter(|&w| w < self.workers);
+        match &mut self.plan {
+            Plan::Random { workers, global } => match worker.map(|w| &mut workers[w]) {
+                // Woken by a task on a worker: into that worker's slot (its
+                // old task to the back of its queue), or, if it woke
+                // itself (a yield), to the back of the queue.
+                Some(local) if runnable.metadata().woken_while_running() => {
+                    local.queue.push_back(runnable)
                 }
+                Some(local) => {
+                    if let Some(old) = local.slot.replace(runnable) {
+                        local.queue.push_back(old);
+                    }
+                }
+                None => global.push_back(runnable),
+            },
+            Plan::Pct { queued, .. } => queued.insert(
+                priority,
+                Entry {
+                    key,
+                    worker: worker.unwrap_or(0),
+                    runnable,
+                },
+            ),
+            Plan::Replay { queued, seq, .. } => {
+                *seq += 1;
+                queued.insert(
+                    *seq,
+                    Entry {
+                        key,
+                        worker: worker.unwrap_or(0),
+                        runnable,
+                    },
+                )
             }
-            None => self.global.push_back(runnable),
         }
     }
 
-    /// Picks a worker that has something to run and the task it runs, or
-    /// `None` when no task is queued anywhere.
-    pub(super) fn pick(&mut self) -> Option<(usize, Runnable, Source)> {
-        let shared_work =
-            !self.global.is_empty() || self.workers.iter().any(|w| !w.queue.is_empty());
+    /// Picks the task to poll next, or `None` when no task is queued.
+    pub(super) fn pick(&mut self) -> Result<Option<Picked>, Misfit> {
+        let picked = match &mut self.plan {
+            Plan::Random { .. } => self.pick_random(),
+            Plan::Pct { .. } => self.pick_pct(),
+            Plan::Replay { .. } => self.pick_replay()?,
+        };
+        let Some(mut picked) = picked else {
+            return Ok(None);
+        };
+        let id = picked.runnable.metadata().record.id;
+        let known = self.know(id);
+        known.polls += 1;
+        picked.key = known.key;
+        picked.polls = known.polls;
+        let (key, polls) = (known.key, known.polls);
+        if let Plan::Pct { .. } = self.plan {
+            picked.budget = if polls == 1 { NO_AWAIT } else { ONE_AWAIT };
+        }
+        self.last = Some((id, key, polls));
+        self.polling = Some((id, false));
+        if self.log.len() < LOG_CAP {
+            self.log.push((key, picked.budget));
+        } else {
+            self.log_full = true;
+        }
+        Ok(Some(picked))
+    }
+
+    /// The poll [`pick`](World::pick) chose has ended; `held_back`: a
+    /// viaduct future in it answered `Pending` only because its budget was
+    /// spent.
+    pub(super) fn polled(&mut self, held_back: bool) {
+        let Some((id, woke)) = self.polling.take() else {
+            return;
+        };
+        let Plan::Pct { state, queued } = &mut self.plan else {
+            return;
+        };
+        let Some(known) = self.known.get_mut(&id) else {
+            return;
+        };
+        known.spins = if woke { known.spins + 1 } else { 0 };
+        // A task that yields of its own accord (a `yield_now`, a spin
+        // loop) steps aside, as in shuttle's PCT; so does one PCT keeps
+        // making yield but that never blocks.
+        if woke && (!held_back || known.spins > SPIN_POLLS) {
+            known.spins = 0;
+            known.priority = state.demoted(known.key);
+            queued.rerank(known.key, known.priority);
+        }
+    }
+
+    fn pick_random(&mut self) -> Option<Picked> {
+        let Plan::Random { workers, global } = &mut self.plan else {
+            unreachable!("called for Random only")
+        };
+        let shared_work = !global.is_empty() || workers.iter().any(|w| !w.queue.is_empty());
         // Without global or stealable work, only a worker with its own slot
         // can run; otherwise every worker can.
         let able = if shared_work {
-            self.workers.len()
+            workers.len()
         } else {
-            self.workers.iter().filter(|w| w.slot.is_some()).count()
+            workers.iter().filter(|w| w.slot.is_some()).count()
         };
         if able == 0 {
             return None;
@@ -137,65 +479,284 @@ impl World {
         let worker = if shared_work {
             nth
         } else {
-            (0..self.workers.len())
-                .filter(|&i| self.workers[i].slot.is_some())
+            (0..workers.len())
+                .filter(|&i| workers[i].slot.is_some())
                 .nth(nth)
                 .expect("counted above")
         };
-        let (runnable, source) = self.take(worker);
-        Some((worker, runnable, source))
+        let (runnable, source) = take(&mut self.rng, workers, global, worker);
+        // Now and then a poll starts with a small budget: a ready viaduct
+        // future in it answers `Pending`, as if the task had been
+        // interrupted there.
+        let budget = if self.rng.one_in(8) {
+            self.rng.below(4) as u32
+        } else {
+            crate::coop::BUDGET
+        };
+        Some(Picked {
+            worker,
+            runnable,
+            source,
+            key: 0,
+            polls: 0,
+            budget,
+        })
     }
 
-    /// What `worker` runs next. It has a slot task, or shared work exists.
-    fn take(&mut self, worker: usize) -> (Runnable, Source) {
-        let skip_slot = self.rng.one_in(8);
-        let outside_first = self.rng.one_in(8);
-        let local = &mut self.workers[worker];
-        if local.slot.is_some() && local.slot_runs >= SLOT_RUNS {
-            local.slot_runs = 0;
-            let r = local.slot.take().expect("checked");
-            local.queue.push_back(r);
+    fn pick_pct(&mut self) -> Option<Picked> {
+        let Plan::Pct { state, queued } = &mut self.plan else {
+            unreachable!("called for PCT only")
+        };
+        if queued.by_rank.len() > 1 {
+            // Only a choice among several counts: a change point where
+            // one task could run anyway would change nothing.
+            if state.decide(&mut self.rng) {
+                if let Some((id, key, _)) = self.last {
+                    let known = self.known.get_mut(&id).expect("polled, so known");
+                    known.priority = state.demoted(key);
+                    queued.rerank(key, known.priority);
+                }
+            }
         }
-        let local = &mut self.workers[worker];
-        let nothing_else = local.queue.is_empty() && self.global.is_empty();
-        if local.slot.is_some() && (!skip_slot || nothing_else) {
-            local.slot_runs += 1;
-            return (local.slot.take().expect("checked"), Source::Slot);
+        let (_, entry) = queued.by_rank.pop_last()?;
+        queued.rank_of.remove(&entry.key);
+        Some(Picked {
+            worker: entry.worker,
+            runnable: entry.runnable,
+            source: Source::Chosen,
+            key: entry.key,
+            polls: 0,
+            budget: 0,
+        })
+    }
+
+    fn pick_replay(&mut self) -> Result<Option<Picked>, Misfit> {
+        let Plan::Replay {
+            schedule,
+            queued,
+            taken,
+            preemptions,
+            ..
+        } = &mut self.plan
+        else {
+            unreachable!("called for Replay only")
+        };
+        let Some((_, oldest)) = queued.by_rank.first_key_value() else {
+            return Ok(None);
+        };
+        // By default: the task that ran last while it can run, else the
+        // one queued longest.
+        let after = self.last.map(|(_, key, polls)| (key, polls));
+        let last_queued = after.is_some_and(|(key, _)| queued.contains(key));
+        let default = match after {
+            Some((key, _)) if last_queued => key,
+            _ => oldest.key,
+        };
+        let at = after.unwrap_or(START);
+        let key = match schedule.switch_at(at) {
+            Some(wanted) if queued.contains(wanted) => wanted,
+            Some(wanted) if schedule.strict() => return Err(Misfit { after, wanted }),
+            _ => default,
+        };
+        if key != default {
+            taken.push(Deviation::Switch { at, to: key });
+            if last_queued {
+                *preemptions += 1;
+            }
         }
-        local.slot_runs = 0;
-        if !self.global.is_empty() && (local.queue.is_empty() || outside_first) {
-            return (self.global.pop_front().expect("checked"), Source::Global);
+        let rank = queued.rank_of[&key];
+        let id = queued.by_rank[&rank].runnable.metadata().record.id;
+        let polls = self.known.get(&id).map_or(0, |k| k.polls);
+        let budget = match schedule.budget_at((key, polls + 1)) {
+            Some(budget) => {
+                taken.push(Deviation::Budget {
+                    poll: (key, polls + 1),
+                    budget,
+                });
+                budget
+            }
+            None => crate::coop::BUDGET,
+        };
+        let entry = queued.remove(key).expect("queued, looked at above");
+        Ok(Some(Picked {
+            worker: entry.worker,
+            runnable: entry.runnable,
+            source: Source::Chosen,
+            key,
+            polls: 0,
+            budget,
+        }))
+    }
+
+    /// For shuffling `n` timers due at the same instant: a number below
+    /// `n`. A replay keeps their order (its schedule names tasks, not
+    /// timers).
+    pub(super) fn shuffle_below(&mut self, n: usize) -> usize {
+        match self.plan {
+            Plan::Replay { .. } => n - 1,
+            _ => self.rng.below(n),
         }
-        if let Some(r) = local.queue.pop_front() {
-            return (r, Source::Queue);
+    }
+
+    /// Every poll of this run as `(key, budget)`, unless it was too long
+    /// to keep.
+    pub(super) fn log(&self) -> Option<&[(u32, u32)]> {
+        (!self.log_full).then_some(&self.log[..])
+    }
+
+    /// Where a replay departed from its default, in order, and how many
+    /// of those were preemptions.
+    pub(super) fn departures(&self) -> Option<(&[Deviation], u32)> {
+        match &self.plan {
+            Plan::Replay {
+                taken, preemptions, ..
+            } => Some((taken, *preemptions)),
+            _ => None,
         }
-        if let Some(r) = local.slot.take() {
-            return (r, Source::Slot);
+    }
+
+    /// How many departures a strict replay names that have not come up.
+    pub(super) fn unused_departures(&self) -> usize {
+        match &self.plan {
+            Plan::Replay {
+                schedule, taken, ..
+            } if schedule.strict() => schedule.len().saturating_sub(taken.len()),
+            _ => 0,
         }
-        // Steal half of a random victim's queue.
-        let victims: Vec<usize> = (0..self.workers.len())
-            .filter(|&i| i != worker && !self.workers[i].queue.is_empty())
-            .collect();
-        let victim = victims[self.rng.below(victims.len())];
-        let take = self.workers[victim].queue.len().div_ceil(2);
-        let stolen: Vec<Runnable> = self.workers[victim].queue.drain(..take).collect();
-        let local = &mut self.workers[worker];
-        local.queue.extend(stolen);
-        (
-            local.queue.pop_front().expect("stole one at least"),
-            Source::Stolen,
-        )
+    }
+
+    /// PCT's decisions so far: how long the program's runs are.
+    pub(super) fn decisions(&self) -> u64 {
+        match &self.plan {
+            Plan::Pct { state, .. } => state.decisions,
+            _ => 0,
+        }
+    }
+
+    /// Takes task `id` out of the queues, if it is queued.
+    pub(super) fn take(&mut self, id: Option<TaskId>) -> Option<Runnable> {
+        let id = id?;
+        let is = |r: &Runnable| r.metadata().record.id == id;
+        match &mut self.plan {
+            Plan::Random { workers, global } => {
+                if let Some(i) = global.iter().position(is) {
+                    return global.remove(i);
+                }
+                workers.iter_mut().find_map(|w| {
+                    if w.slot.as_ref().is_some_and(is) {
+                        return w.slot.take();
+                    }
+                    let i = w.queue.iter().position(is)?;
+                    w.queue.remove(i)
+                })
+            }
+            Plan::Pct { queued, .. } | Plan::Replay { queued, .. } => {
+                let key = self.known.get(&id)?.key;
+                queued.remove(key).map(|e| e.runnable)
+            }
+        }
     }
 
     /// Takes every queued task out, to be dropped outside the lock.
     pub(super) fn drain(&mut self) -> Vec<Runnable> {
-        let mut all: Vec<Runnable> = self.global.drain(..).collect();
-        for w in self.workers.iter_mut() {
-            all.extend(w.slot.take());
-            all.extend(w.queue.drain(..));
+        match &mut self.plan {
+            Plan::Random { workers, global } => {
+                let mut all: Vec<Runnable> = global.drain(..).collect();
+                for w in workers.iter_mut() {
+                    all.extend(w.slot.take());
+                    all.extend(w.queue.drain(..));
+                }
+                all
+            }
+            Plan::Pct { queued, .. } | Plan::Replay { queued, .. } => {
+                queued.rank_of.clear();
+                std::mem::take(&mut queued.by_rank)
+                    .into_values()
+                    .map(|e| e.runnable)
+                    .collect()
+            }
         }
-        all
     }
+}
+
+impl Pct {
+    /// Draws `depth - 1` change points in the span after the current one,
+    /// which ends at `end`.
+    fn draw_points(&mut self, rng: &mut Rng, end: u64) {
+        let start = self.span_end;
+        self.span_end = end;
+        self.points.clear();
+        let width = end - start;
+        let want = (self.depth as u64 - 1).min(width) as usize;
+        while self.points.len() < want {
+            let p = start + 1 + rng.below(width as usize) as u64;
+            if !self.points.contains(&p) {
+                self.points.push(p);
+            }
+        }
+        self.points.sort_unstable();
+    }
+
+    /// One more decision: whether it is a change point.
+    fn decide(&mut self, rng: &mut Rng) -> bool {
+        self.decisions += 1;
+        if self.refresh && self.decisions > self.span_end {
+            self.draw_points(rng, self.span_end * 2);
+        }
+        self.points.binary_search(&self.decisions).is_ok()
+    }
+
+    /// A priority below every one handed out so far, for task `key`.
+    fn demoted(&mut self, key: u32) -> u64 {
+        self.next_low = self.next_low.saturating_sub(1);
+        self.next_low << 32 | u64::from(key)
+    }
+}
+
+/// What `worker` runs next (Random). It has a slot task, or shared work
+/// exists.
+fn take(
+    rng: &mut Rng,
+    workers: &mut [Local],
+    global: &mut VecDeque<Runnable>,
+    worker: usize,
+) -> (Runnable, Source) {
+    let skip_slot = rng.one_in(8);
+    let outside_first = rng.one_in(8);
+    let local = &mut workers[worker];
+    if local.slot.is_some() && local.slot_runs >= SLOT_RUNS {
+        local.slot_runs = 0;
+        let r = local.slot.take().expect("checked");
+        local.queue.push_back(r);
+    }
+    let nothing_else = local.queue.is_empty() && global.is_empty();
+    if local.slot.is_some() && (!skip_slot || nothing_else) {
+        local.slot_runs += 1;
+        return (local.slot.take().expect("checked"), Source::Slot);
+    }
+    local.slot_runs = 0;
+    if !global.is_empty() && (local.queue.is_empty() || outside_first) {
+        return (global.pop_front().expect("checked"), Source::Global);
+    }
+    if let Some(r) = local.queue.pop_front() {
+        return (r, Source::Queue);
+    }
+    if let Some(r) = local.slot.take() {
+        return (r, Source::Slot);
+    }
+    // Steal half of a random victim's queue.
+    let victims: Vec<usize> = (0..workers.len())
+        .filter(|&i| i != worker && !workers[i].queue.is_empty())
+        .collect();
+    let victim = victims[rng.below(victims.len())];
+    let half = workers[victim].queue.len().div_ceil(2);
+    let stolen: Vec<Runnable> = workers[victim].queue.drain(..half).collect();
+    let local = &mut workers[worker];
+    local.queue.extend(stolen);
+    (
+        local.queue.pop_front().expect("stole one at least"),
+        Source::Stolen,
+    )
 }
 
 #[cfg(all(test, not(loom)))]

@@ -339,6 +339,17 @@ impl Timer {
         unsafe { timer.as_ref() }.map_or_else(Timer::global, Timer::clone)
     }
 
+    /// `true` if this is the timer [`ambient`](Timer::ambient) gives on
+    /// this thread now (without a handle's clone).
+    pub(crate) fn is_ambient(&self) -> bool {
+        let timer: *const Timer = crate::context::with(|c| c.timer.get()).cast();
+        // SAFETY: as in `ambient`.
+        match unsafe { timer.as_ref() } {
+            Some(ambient) => self.same_as(ambient),
+            None => matches!(self.inner, TimerRef::Global(_)),
+        }
+    }
+
     /// Makes `timer` (null: none) the one [`ambient`](Timer::ambient)
     /// gives on this thread, and returns the one before, to be put back.
     ///
@@ -425,7 +436,6 @@ impl Timer {
     }
 
     /// `true` if `other` is a handle of this same timer.
-    #[cfg(feature = "hyper")]
     pub(crate) fn same_as(&self, other: &Timer) -> bool {
         std::ptr::eq(self.inner(), other.inner())
     }
@@ -758,7 +768,7 @@ impl fmt::Debug for Timer {
 /// assert!(start.elapsed() >= Duration::from_millis(5));
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Timer::ambient().sleep(duration)
+    Sleep::ambient(duration)
 }
 
 /// Waits until `deadline` on the [global timer](Timer::global) (the
@@ -793,7 +803,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// assert_eq!(viaduct::block_on(timeout(Duration::from_secs(1), async { 1 })), Ok(1));
 /// ```
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
-    Timer::ambient().timeout(duration, future)
+    Timeout::new(future, Sleep::ambient(duration))
 }
 
 /// Runs `future` until `deadline` at most, on the [global

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::marker::PhantomPinned;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pin_project::pin_project;
 
@@ -57,6 +57,11 @@ pub struct Sleep {
     /// time catches the rest, never early.)
     seen: u64,
     entry: Entry,
+    /// For a sleep made by the free functions on the ambient timer: its
+    /// duration, until its first poll binds it to the timer that is
+    /// ambient there (a simulation's clock, if made outside and awaited
+    /// inside it).
+    unbound: Option<u64>,
     /// The wheel points at `entry` while it is linked.
     _pinned: PhantomPinned,
 }
@@ -68,8 +73,38 @@ impl Sleep {
             timer,
             deadline,
             seen: now,
+            unbound: None,
             _pinned: PhantomPinned,
         }
+    }
+
+    /// A sleep of `duration` on the ambient timer: the one where it is
+    /// first polled, if that is not where it was made.
+    pub(super) fn ambient(duration: Duration) -> Sleep {
+        let mut sleep = Timer::ambient().sleep(duration);
+        sleep.unbound = Some(super::clock::nanos(duration));
+        sleep
+    }
+
+    /// At the first poll of an [`ambient`](Sleep::ambient) sleep: moves it
+    /// to the timer ambient here, if another, from now.
+    #[cold]
+    fn bind(self: Pin<&mut Self>) {
+        // SAFETY: only written while its entry is IDLE, which no wheel
+        // points at; nothing else is moved.
+        let this = unsafe { self.get_unchecked_mut() };
+        let Some(duration) = this.unbound.take() else {
+            return;
+        };
+        if this.entry.state() != IDLE || this.timer.is_ambient() {
+            return;
+        }
+        let here = Timer::ambient();
+        let now = here.now_ns();
+        this.entry = here.entry();
+        this.timer = here;
+        this.deadline = now.saturating_add(duration);
+        this.seen = now;
     }
 
     /// The timer whose wheel and clock this sleep is on.
@@ -139,6 +174,7 @@ impl Sleep {
         // SAFETY: only `deadline` and `seen` are written; the entry is not
         // moved.
         let this = unsafe { self.get_unchecked_mut() };
+        this.unbound = None;
         this.cancel();
         if this.entry.state() == FIRED {
             // The wheel let go of it when it fired: ours alone again.
@@ -159,8 +195,11 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         std::task::ready!(crate::coop::poll_proceed(cx));
+        if self.unbound.is_some() {
+            self.as_mut().bind();
+        }
         let elapsed = self.poll_elapsed(cx);
         if elapsed.is_ready() {
             crate::coop::spend();
