@@ -14,7 +14,8 @@
 //! - an hour of ticks: an interval of 1 s ticking 3,600 times.
 //!
 //! `cargo bench --bench sim`. `BENCH_ROUNDS` sets the rounds (default 7;
-//! medians are printed). The polls column counts the simulation's task
+//! medians are printed); `SIM_STRATEGY=random` measures
+//! `Strategy::Random` instead of the default. The polls column counts the simulation's task
 //! polls (`Simulation::steps`); polls/s is that over the simulation's
 //! median wall time.
 
@@ -22,7 +23,7 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use viaduct::sim::Simulation;
+use viaduct::sim::{Simulation, Strategy};
 use viaduct::{ExecutorExt, Guarded};
 
 #[path = "support/rounds.rs"]
@@ -65,7 +66,10 @@ where
     let mut tokio_times = Vec::new();
     let mut polls = 0;
     for seed in 0..rounds() as u64 {
-        let sim = Simulation::new(seed);
+        let sim = match strategy() {
+            Some(strategy) => Simulation::new(seed).strategy(strategy),
+            None => Simulation::new(seed),
+        };
         let program = sim_program(&sim);
         let start = Instant::now();
         sim.block_on(program).expect("the workload finishes");
@@ -84,9 +88,20 @@ where
     (median(sim_times), polls, median(tokio_times))
 }
 
+/// `SIM_STRATEGY=random` measures `Strategy::Random`; the default
+/// strategy otherwise.
+fn strategy() -> Option<Strategy> {
+    match std::env::var("SIM_STRATEGY").as_deref() {
+        Ok("random") => Some(Strategy::Random),
+        Ok("") | Err(_) => None,
+        Ok(other) => panic!("SIM_STRATEGY takes `random`, not {other:?}"),
+    }
+}
+
 fn main() {
     println!(
-        "simulation: 4 virtual workers, one thread; tokio current_thread with a paused clock; median of {} rounds",
+        "simulation ({}): 4 virtual workers, one thread; tokio current_thread with a paused clock; median of {} rounds",
+        if strategy().is_some() { "Strategy::Random" } else { "the default strategy, PCT" },
         rounds()
     );
     println!(

@@ -1062,7 +1062,7 @@ fn check_shrinks_a_lock_order_inversion_to_its_preemption() {
 }
 
 #[test]
-fn a_sleep_made_outside_a_simulation_runs_on_its_clock() {
+fn a_sleep_timeout_or_interval_made_outside_a_simulation_runs_on_its_clock() {
     within("sleep outside", || {
         let sim = Simulation::new(1);
         let started = Instant::now();
@@ -1077,6 +1077,14 @@ fn a_sleep_made_outside_a_simulation_runs_on_its_clock() {
             Err(viaduct::time::Elapsed::new())
         );
         assert_eq!(sim.elapsed(), Duration::from_secs(3660));
+        let mut ticks = viaduct::time::interval(Duration::from_secs(1));
+        sim.block_on(async move {
+            for _ in 0..3 {
+                ticks.tick().await;
+            }
+        })
+        .unwrap();
+        assert_eq!(sim.elapsed(), Duration::from_secs(3662));
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "it waited in real time"

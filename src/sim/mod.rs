@@ -76,8 +76,10 @@
 //!   time; read [`Simulation::timer`]'s `now` instead. The global
 //!   [`time`](crate::time) functions and [`TimedExt`](crate::TimedExt)
 //!   use the simulated clock while [`Simulation::block_on`] runs; a
-//!   [`sleep`](crate::time::sleep) or [`timeout`](crate::time::timeout)
-//!   made outside binds to the clock that first polls it;
+//!   [`sleep`](crate::time::sleep), [`timeout`](crate::time::timeout) or
+//!   [`interval`](crate::time::interval) made outside binds to the clock
+//!   that first polls it (those given an `Instant` stay on the clock it
+//!   was read from);
 //! - blocking calls: a `std::sync::Mutex` held across an `.await`, a
 //!   channel's blocking `recv`, a sleep of the thread; they block the one
 //!   thread the whole simulation runs on;
@@ -1480,6 +1482,7 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let sim = Simulation::build(config.clone(), DEFAULT_MAX_STEPS);
+    sim.shared.world().keep_log();
     let result = match catch_unwind(AssertUnwindSafe(|| program(&sim))) {
         Ok(fut) => sim.block_on(fut).map_err(Failure::Sim),
         Err(p) => Err(Failure::Program(

@@ -22,7 +22,7 @@
 //! with every edit), keys are the same in every run of the same program
 //! and schedule, so a trace and a replay survive unrelated edits.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::schedule::{Deviation, Schedule, START};
@@ -127,9 +127,43 @@ impl Hasher for IdHasher {
 
 type Fast<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
-/// What the world knows of a task it has queued.
+/// Task ids to keys, in blocks of consecutive ids: a world's tasks are
+/// mostly spawned on its thread, whose ids come in runs (`TaskId::next`),
+/// so a lookup is one small map's and an array's, not a hash table's as
+/// large as the world.
+#[derive(Default)]
+struct Keys {
+    blocks: Fast<u64, Box<[u32; KEY_BLOCK]>>,
+}
+
+const KEY_BLOCK: usize = 1024;
+
+/// No key yet, in a block of [`Keys`].
+const NO_KEY: u32 = u32::MAX;
+
+impl Keys {
+    fn get(&self, id: TaskId) -> Option<u32> {
+        let id = id.as_u64();
+        let key = self.blocks.get(&(id / KEY_BLOCK as u64))?[id as usize % KEY_BLOCK];
+        (key != NO_KEY).then_some(key)
+    }
+
+    fn get_or_insert(&mut self, id: TaskId, new: impl FnOnce() -> u32) -> u32 {
+        let id = id.as_u64();
+        let block = self
+            .blocks
+            .entry(id / KEY_BLOCK as u64)
+            .or_insert_with(|| Box::new([NO_KEY; KEY_BLOCK]));
+        let slot = &mut block[id as usize % KEY_BLOCK];
+        if *slot == NO_KEY {
+            *slot = new();
+        }
+        *slot
+    }
+}
+
+/// What the world knows of a task it has queued, by the task's key.
 struct Known {
-    key: u32,
     /// Polls so far.
     polls: u32,
     /// PCT's priority (higher runs first; unique: the key is its low
@@ -147,33 +181,73 @@ struct Entry {
     runnable: Runnable,
 }
 
-/// Every queued task, in one order: by rank, highest first for PCT,
-/// lowest (queued longest) first for Replay.
+/// Every queued task, in one order: highest rank first (PCT: its
+/// priority; Replay: queued longest). A heap of `(rank, key)`, the tasks
+/// by key beside it: a task taken out by key, or ranked anew, leaves its
+/// old heap entry behind, which no longer matches and is skipped.
 #[derive(Default)]
 struct Ordered {
-    by_rank: BTreeMap<u64, Entry>,
-    rank_of: Fast<u32, u64>,
+    heap: BinaryHeap<(u64, u32)>,
+    /// By key: the queued task, if it is queued, and its rank.
+    slots: Vec<Option<(u64, Entry)>>,
+    len: usize,
 }
 
 impl Ordered {
     fn insert(&mut self, rank: u64, entry: Entry) {
-        self.rank_of.insert(entry.key, rank);
-        self.by_rank.insert(rank, entry);
+        let key = entry.key as usize;
+        if self.slots.len() <= key {
+            self.slots.resize_with(key + 1, || None);
+        }
+        debug_assert!(self.slots[key].is_none(), "a task is queued once at a time");
+        self.slots[key] = Some((rank, entry));
+        self.heap.push((rank, key as u32));
+        self.len += 1;
     }
 
     fn remove(&mut self, key: u32) -> Option<Entry> {
-        let rank = self.rank_of.remove(&key)?;
-        self.by_rank.remove(&rank)
+        let (_, entry) = self.slots.get_mut(key as usize)?.take()?;
+        self.len -= 1;
+        Some(entry)
     }
 
     fn contains(&self, key: u32) -> bool {
-        self.rank_of.contains_key(&key)
+        self.slots.get(key as usize).is_some_and(Option::is_some)
     }
 
     fn rerank(&mut self, key: u32, rank: u64) {
-        if let Some(entry) = self.remove(key) {
-            self.insert(rank, entry);
+        if let Some(Some((old, _))) = self.slots.get_mut(key as usize) {
+            *old = rank;
+            self.heap.push((rank, key));
         }
+    }
+
+    /// The highest-ranked queued task, its stale heap entries dropped.
+    fn best(&mut self) -> Option<&Entry> {
+        loop {
+            let &(rank, key) = self.heap.peek()?;
+            if matches!(&self.slots[key as usize], Some((r, _)) if *r == rank) {
+                break;
+            }
+            self.heap.pop();
+        }
+        let &(_, key) = self.heap.peek()?;
+        self.slots[key as usize].as_ref().map(|(_, e)| e)
+    }
+
+    fn pop_best(&mut self) -> Option<Entry> {
+        let key = self.best()?.key;
+        self.heap.pop();
+        self.remove(key)
+    }
+
+    fn drain(&mut self) -> Vec<Runnable> {
+        self.heap.clear();
+        self.len = 0;
+        self.slots
+            .iter_mut()
+            .filter_map(|slot| slot.take().map(|(_, e)| e.runnable))
+            .collect()
     }
 }
 
@@ -240,12 +314,14 @@ pub(super) struct Misfit {
 pub(super) struct World {
     plan: Plan,
     workers: usize,
-    known: Fast<TaskId, Known>,
-    next_key: u32,
-    /// The task polled last: its id, key and polls so far.
-    last: Option<(TaskId, u32, u32)>,
-    /// The task being polled, and whether it woke itself meanwhile.
-    polling: Option<(TaskId, bool)>,
+    /// Each task's key: its index in `known`.
+    keys: Keys,
+    known: Vec<Known>,
+    /// The task polled last: its key and polls so far.
+    last: Option<(u32, u32)>,
+    /// The task being polled (its key), and whether it woke itself
+    /// meanwhile.
+    polling: Option<(u32, bool)>,
     pub(super) rng: Rng,
     /// A running hash of every choice and clock move (FNV-1a over words).
     pub(super) trace: u64,
@@ -258,9 +334,11 @@ pub(super) struct World {
     /// No simulation handle is left: tasks scheduled now are dropped
     /// (cancelled), since nobody will ever run them.
     pub(super) orphaned: bool,
-    /// Every poll so far, as a replay names it (up to `LOG_CAP`).
+    /// Every poll so far, as a replay names it (up to `LOG_CAP`), if
+    /// asked for (`check` shrinks from it).
     log: Vec<(u32, u32)>,
     log_full: bool,
+    logging: bool,
 }
 
 impl World {
@@ -304,8 +382,8 @@ impl World {
         World {
             plan,
             workers,
-            known: Fast::default(),
-            next_key: 0,
+            keys: Keys::default(),
+            known: Vec::new(),
             last: None,
             polling: None,
             rng,
@@ -316,6 +394,7 @@ impl World {
             orphaned: false,
             log: Vec::new(),
             log_full: false,
+            logging: false,
         }
     }
 
@@ -340,35 +419,33 @@ impl World {
     }
 
     /// The key of task `id`, given it now if it has none.
-    fn know(&mut self, id: TaskId) -> &mut Known {
-        let (next_key, rng, pct) = (&mut self.next_key, &mut self.rng, &self.plan);
-        self.known.entry(id).or_insert_with(|| {
-            let key = *next_key;
-            *next_key += 1;
+    fn know(&mut self, id: TaskId) -> u32 {
+        let (known, rng, plan) = (&mut self.known, &mut self.rng, &self.plan);
+        self.keys.get_or_insert(id, || {
+            let key = known.len() as u32;
             // A new task takes a random place among the others' priorities
             // (above every demoted one).
-            let priority = match pct {
+            let priority = match plan {
                 Plan::Pct { .. } => ((1 << 31) | (rng.next() >> 33)) << 32 | u64::from(key),
                 _ => 0,
             };
-            Known {
-                key,
+            known.push(Known {
                 polls: 0,
                 priority,
                 spins: 0,
-            }
+            });
+            key
         })
     }
 
     /// Queues `runnable`, woken by a task on virtual worker `on` (or from
     /// anywhere else).
     pub(super) fn push(&mut self, on: Option<usize>, runnable: Runnable) {
-        let id = runnable.metadata().record.id;
+        let key = self.know(runnable.metadata().record.id);
         if let Some((polling, woke)) = &mut self.polling {
-            *woke |= *polling == id;
+            *woke |= *polling == key;
         }
-        let known = self.know(id);
-        let (key, priority) = (known.key, known.priority);
+        let priority = self.known[key as usize].priority;
         let worker = on.filter(|&w| w < self.workers);
         match &mut self.plan {
             Plan::Random { workers, global } => match worker.map(|w| &mut workers[w]) {
@@ -396,7 +473,7 @@ impl World {
             Plan::Replay { queued, seq, .. } => {
                 *seq += 1;
                 queued.insert(
-                    *seq,
+                    u64::MAX - *seq,
                     Entry {
                         key,
                         worker: worker.unwrap_or(0),
@@ -417,21 +494,25 @@ impl World {
         let Some(mut picked) = picked else {
             return Ok(None);
         };
-        let id = picked.runnable.metadata().record.id;
-        let known = self.know(id);
+        if let Plan::Random { .. } = self.plan {
+            picked.key = self.know(picked.runnable.metadata().record.id);
+        }
+        let key = picked.key;
+        let known = &mut self.known[key as usize];
         known.polls += 1;
-        picked.key = known.key;
         picked.polls = known.polls;
-        let (key, polls) = (known.key, known.polls);
+        let polls = known.polls;
         if let Plan::Pct { .. } = self.plan {
             picked.budget = if polls == 1 { NO_AWAIT } else { ONE_AWAIT };
         }
-        self.last = Some((id, key, polls));
-        self.polling = Some((id, false));
-        if self.log.len() < LOG_CAP {
-            self.log.push((key, picked.budget));
-        } else {
-            self.log_full = true;
+        self.last = Some((key, polls));
+        self.polling = Some((key, false));
+        if self.logging {
+            if self.log.len() < LOG_CAP {
+                self.log.push((key, picked.budget));
+            } else {
+                self.log_full = true;
+            }
         }
         Ok(Some(picked))
     }
@@ -440,23 +521,21 @@ impl World {
     /// viaduct future in it answered `Pending` only because its budget was
     /// spent.
     pub(super) fn polled(&mut self, held_back: bool) {
-        let Some((id, woke)) = self.polling.take() else {
+        let Some((key, woke)) = self.polling.take() else {
             return;
         };
         let Plan::Pct { state, queued } = &mut self.plan else {
             return;
         };
-        let Some(known) = self.known.get_mut(&id) else {
-            return;
-        };
+        let known = &mut self.known[key as usize];
         known.spins = if woke { known.spins + 1 } else { 0 };
         // A task that yields of its own accord (a `yield_now`, a spin
         // loop) steps aside, as in shuttle's PCT; so does one PCT keeps
         // making yield but that never blocks.
         if woke && (!held_back || known.spins > SPIN_POLLS) {
             known.spins = 0;
-            known.priority = state.demoted(known.key);
-            queued.rerank(known.key, known.priority);
+            known.priority = state.demoted(key);
+            queued.rerank(key, known.priority);
         }
     }
 
@@ -507,19 +586,18 @@ impl World {
         let Plan::Pct { state, queued } = &mut self.plan else {
             unreachable!("called for PCT only")
         };
-        if queued.by_rank.len() > 1 {
+        if queued.len > 1 {
             // Only a choice among several counts: a change point where
             // one task could run anyway would change nothing.
             if state.decide(&mut self.rng) {
-                if let Some((id, key, _)) = self.last {
-                    let known = self.known.get_mut(&id).expect("polled, so known");
+                if let Some((key, _)) = self.last {
+                    let known = &mut self.known[key as usize];
                     known.priority = state.demoted(key);
                     queued.rerank(key, known.priority);
                 }
             }
         }
-        let (_, entry) = queued.by_rank.pop_last()?;
-        queued.rank_of.remove(&entry.key);
+        let entry = queued.pop_best()?;
         Some(Picked {
             worker: entry.worker,
             runnable: entry.runnable,
@@ -541,16 +619,17 @@ impl World {
         else {
             unreachable!("called for Replay only")
         };
-        let Some((_, oldest)) = queued.by_rank.first_key_value() else {
+        let Some(oldest) = queued.best() else {
             return Ok(None);
         };
+        let oldest = oldest.key;
         // By default: the task that ran last while it can run, else the
         // one queued longest.
-        let after = self.last.map(|(_, key, polls)| (key, polls));
+        let after = self.last;
         let last_queued = after.is_some_and(|(key, _)| queued.contains(key));
         let default = match after {
             Some((key, _)) if last_queued => key,
-            _ => oldest.key,
+            _ => oldest,
         };
         let at = after.unwrap_or(START);
         let key = match schedule.switch_at(at) {
@@ -564,9 +643,7 @@ impl World {
                 *preemptions += 1;
             }
         }
-        let rank = queued.rank_of[&key];
-        let id = queued.by_rank[&rank].runnable.metadata().record.id;
-        let polls = self.known.get(&id).map_or(0, |k| k.polls);
+        let polls = self.known[key as usize].polls;
         let budget = match schedule.budget_at((key, polls + 1)) {
             Some(budget) => {
                 taken.push(Deviation::Budget {
@@ -598,10 +675,15 @@ impl World {
         }
     }
 
-    /// Every poll of this run as `(key, budget)`, unless it was too long
+    /// Keeps every poll from now on, for [`log`](World::log).
+    pub(super) fn keep_log(&mut self) {
+        self.logging = true;
+    }
+
+    /// Every poll of this run as `(key, budget)`, if kept and not too long
     /// to keep.
     pub(super) fn log(&self) -> Option<&[(u32, u32)]> {
-        (!self.log_full).then_some(&self.log[..])
+        (self.logging && !self.log_full).then_some(&self.log[..])
     }
 
     /// Where a replay departed from its default, in order, and how many
@@ -651,7 +733,7 @@ impl World {
                 })
             }
             Plan::Pct { queued, .. } | Plan::Replay { queued, .. } => {
-                let key = self.known.get(&id)?.key;
+                let key = self.keys.get(id)?;
                 queued.remove(key).map(|e| e.runnable)
             }
         }
@@ -668,13 +750,7 @@ impl World {
                 }
                 all
             }
-            Plan::Pct { queued, .. } | Plan::Replay { queued, .. } => {
-                queued.rank_of.clear();
-                std::mem::take(&mut queued.by_rank)
-                    .into_values()
-                    .map(|e| e.runnable)
-                    .collect()
-            }
+            Plan::Pct { queued, .. } | Plan::Replay { queued, .. } => queued.drain(),
         }
     }
 }

@@ -106,6 +106,17 @@ pub struct Interval {
 }
 
 impl Interval {
+    /// An interval on the ambient timer whose first tick is at once,
+    /// where it is first polled: bound to that clock then, as
+    /// [`Sleep::ambient`] is.
+    pub(super) fn ambient(period: Duration) -> Interval {
+        Interval {
+            sleep: Box::pin(Sleep::ambient(Duration::ZERO)),
+            period: nanos(period).max(1),
+            missed: MissedTickBehavior::default(),
+        }
+    }
+
     pub(super) fn new(timer: Timer, start: u64, period: Duration) -> Interval {
         let now = timer.now_ns();
         Interval {

@@ -838,7 +838,7 @@ pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
 /// assert!(ticks[2] - ticks[0] == Duration::from_millis(2));
 /// ```
 pub fn interval(period: Duration) -> Interval {
-    Timer::ambient().interval(period)
+    Interval::ambient(period)
 }
 
 /// An [`Interval`] on the [global timer](Timer::global) (the simulated
