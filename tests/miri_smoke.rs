@@ -304,6 +304,23 @@ fn a_simulation_run_and_ended_with_tasks_waiting() {
             }
         });
         assert!(spun.is_err());
+        // `join` and a scope of a real pool, simulated: their halves and
+        // tasks borrow, and run as the simulation's tasks.
+        let p = pool(1);
+        let (sum, scaled) = Simulation::new(seed)
+            .block_on(async {
+                let (a, b) = p.join(|| local[0], || local[1] + local[2]);
+                let mut copy = local.clone();
+                p.scope(|s| {
+                    for x in copy.iter_mut() {
+                        s.run(move || *x *= 2);
+                    }
+                });
+                (a + b, copy)
+            })
+            .unwrap();
+        assert_eq!((sum, scaled), (6, vec![2, 4, 6]));
+        p.shutdown().unwrap();
         drop(local);
         drop(sim);
         for h in [h, on_strand, asleep] {

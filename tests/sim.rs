@@ -1054,6 +1054,7 @@ fn check_shrinks_a_lock_order_inversion_to_its_preemption() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("not shrunk: {msg}"));
         assert!((1..=3).contains(&preemptions), "{msg}");
+        println!("the lock-order inversion, shrunk: {msg}");
         let replay = replay_in(msg);
         let sim = Simulation::replay(replay).unwrap();
         let outcome = sim.block_on(program(&sim));
