@@ -27,9 +27,6 @@ pub(crate) trait Driver {
     /// Runs `fut` to its end on this thread, running the driver's work
     /// while it waits.
     fn block_on(&self, fut: Pin<&mut dyn Future<Output = ()>>);
-    /// Runs `f` as this thread would without this driver (a wait on real
-    /// threads, which a simulation cannot run).
-    fn outside(&self, f: &mut dyn FnMut());
     /// Runs `a` here and `b` as the driver's own work, until both are
     /// done, for a `ThreadPool::join` that is not on its pool's worker:
     /// `false` if the driver leaves that to the pool (a simulation runs
@@ -38,6 +35,12 @@ pub(crate) trait Driver {
     fn join(&self, a: &mut dyn FnMut(), b: &mut (dyn FnMut() + Send)) -> bool {
         let _ = (a, b);
         false
+    }
+    /// Runs the driver's work, past any limit it keeps, until `done()`
+    /// holds or nothing can run: for ending tasks that borrow from a
+    /// frame about to unwind (a simulated scope whose wait failed).
+    fn finish(&self, done: &dyn Fn() -> bool) {
+        let _ = done;
     }
 }
 

@@ -483,11 +483,14 @@
 //! under a debugger, and keeps doing so after edits that leave the order
 //! of spawns and awaits alone; a replay that no longer fits the program
 //! says so ([`SimError::ReplayMismatch`](sim::SimError::ReplayMismatch))
-//! rather than run another schedule. To look for bugs that need a few
-//! preemptions at exact places, [`Strategy::Pct`](sim::Strategy::Pct)
-//! preempts at a few random await points per run, by priority, and finds
-//! such a bug with a probability that does not shrink as the program
-//! grows (`Simulation::new(seed).strategy(Strategy::Pct { depth: 3 })`).
+//! rather than run another schedule. The default strategy,
+//! [`Strategy::Pct`](sim::Strategy::Pct) at depth 3, looks for bugs that
+//! need up to two preemptions at exact places; a deeper bug wants a
+//! greater depth, set with
+//! [`Simulation::strategy`](sim::Simulation::strategy) and run by
+//! [`Simulation::check`](sim::Simulation::check), and
+//! [`Strategy::Random`](sim::Strategy::Random) makes many small
+//! interleavings instead of a few exact ones.
 //!
 //! Time in a simulation is exact: work takes none, and a sleep of 10 ms
 //! ends at 10 ms. Two tasks then only overlap when their waits end at the

@@ -20,6 +20,7 @@ use crate::pool::with_worker;
 use crate::pool::ThreadPool;
 use crate::section::{Frame, Held};
 use crate::spawn::ExecutorExt;
+use crate::task::AbortHandle;
 use crate::task::{current_task, current_task_id};
 use crate::task::{DropOnce, JoinHandle};
 
@@ -114,6 +115,9 @@ struct ScopeState {
     held: Held,
     /// Its tasks are a simulation's, which its wait runs.
     simulated: bool,
+    /// A simulated scope's tasks, to abort if its wait fails (a deadlock,
+    /// the step limit): they must end before the scope unwinds.
+    aborts: Mutex<Vec<AbortHandle>>,
 }
 
 impl ScopeState {
@@ -144,22 +148,34 @@ impl ScopeState {
                 listener.await;
             }
         };
-        // Inside a simulated task, the simulation can neither run the
-        // pool's tasks nor tell their wake-ups from none (it would panic
-        // that nothing will wake, and on a one-thread pool whose worker
-        // runs the simulation, nothing would): wait outside it, helping
-        // the pool if this thread is a worker, as anywhere else. The pool's
-        // tasks it runs meanwhile note themselves in the worker's records,
-        // not the simulation's; the simulated task waiting is not listed
-        // there (its world finds its tasks in its own records).
-        let helping = catch_unwind(AssertUnwindSafe(|| {
-            crate::context::with_driver(|driver| match driver {
-                // Its tasks are the simulation's: `block_on` runs them.
-                Some(_) if self.simulated => block_on(ended()),
-                Some(driver) => driver.outside(&mut || block_on(ended())),
-                None => block_on(ended()),
-            })
-        }));
+        if self.simulated {
+            // Its tasks are the simulation's: `block_on` runs them. A wait
+            // that fails there (a deadlock, the step limit) would unwind
+            // past what the tasks borrow: end them first.
+            if let Err(failed) = catch_unwind(AssertUnwindSafe(|| block_on(ended()))) {
+                for task in lock_std(&self.aborts).drain(..) {
+                    task.abort();
+                }
+                crate::context::with_driver(|driver| {
+                    if let Some(driver) = driver {
+                        driver.finish(&all_ended);
+                    }
+                });
+                // Left only if a task hopped to an executor outside the
+                // simulation: it ends there.
+                while !all_ended() {
+                    let listener = self.ended.listen();
+                    if !all_ended() {
+                        listener.wait();
+                    }
+                }
+                noted.done(key);
+                resume_unwind(failed);
+            }
+            noted.done(key);
+            return;
+        }
+        let helping = catch_unwind(AssertUnwindSafe(|| block_on(ended())));
         if helping.is_err() {
             // `block_on` refused (its stack guard on a nearly full worker
             // stack). Unwinding now would free what running tasks borrow:
@@ -364,7 +380,11 @@ impl<'scope> Scope<'scope, '_> {
         ScopedJoinHandle {
             handle: match &self.runner {
                 Runner::Pool(pool) => pool.spawn(task),
-                Runner::Simulation(exec) => exec.spawn(task),
+                Runner::Simulation(exec) => {
+                    let handle = exec.spawn(task);
+                    lock_std(&self.state.aborts).push(handle.abort_handle());
+                    handle
+                }
             },
             slot,
             scope: self.state.clone(),
@@ -521,9 +541,10 @@ impl ThreadPool {
     /// caught, but a [dump](ThreadPool::dump) shows its cycle, through the
     /// scope's wait.
     ///
-    /// Inside a simulated task ([`sim`](crate::sim)), the scope waits
-    /// outside the simulation, as on real threads: the simulation cannot
-    /// run the pool's tasks.
+    /// Inside a simulated task ([`sim`](crate::sim)), the scope's tasks
+    /// are the simulation's (see above), and its wait runs them. If that
+    /// wait fails (a deadlock, the step limit), the scope's tasks are
+    /// aborted and ended before the failure comes out of `scope`.
     ///
     /// [`Guarded::with`]: crate::Guarded::with
     /// [`Strand`]: crate::Strand
@@ -557,6 +578,7 @@ impl ThreadPool {
                 book: Arc::default(),
                 held: crate::section::held_strands(current_task_id()),
                 simulated: simulated.is_some(),
+                aborts: Mutex::new(Vec::new()),
             }),
             runner: match simulated {
                 Some(exec) => Runner::Simulation(exec),

@@ -251,8 +251,8 @@ fn a_dump_shows_the_cycle_through_a_scope_wait() {
 /// A simulation runs inside a task of a one-thread pool, and a simulated
 /// task opens a scope on that pool without joining: the simulation said
 /// nothing would wake, and the scope parked the pool's only worker for
-/// good. The scope now waits outside the simulation, running the pool's
-/// tasks on that worker, and the simulation goes on.
+/// good. Since 0.3 the scope's tasks are the simulation's, which its
+/// wait runs; the pool's only worker is not needed.
 #[test]
 fn a_scope_of_the_pool_inside_a_simulation_on_its_only_worker_ends() {
     within("scope in a simulation", || {
@@ -276,9 +276,9 @@ fn a_scope_of_the_pool_inside_a_simulation_on_its_only_worker_ends() {
 }
 
 /// The same with a simulation inside a task of another simulation: the
-/// scope's wait steps out of both (stepping out of the inner one only
-/// would run the outer world from inside its own task, and with nothing
-/// to step there it would report that nothing can wake).
+/// scope's tasks are the inner simulation's, which its wait runs (once,
+/// the wait stepped out of both simulations, and stepping out of the
+/// inner one only ran the outer world from inside its own task).
 #[test]
 fn a_scope_of_the_pool_inside_nested_simulations_ends() {
     within("scope in nested simulations", || {

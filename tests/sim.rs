@@ -341,7 +341,7 @@ fn check_names_the_failing_seed_and_how_to_replay_it() {
         // how long runs are (at its first seed).
         let whole = match seed {
             0 => format!("`Simulation::new({seed})`"),
-            _ => "`check` over the same seeds".to_owned(),
+            _ => "the same check over the same seeds".to_owned(),
         };
         assert!(
             msg.contains(&format!("or the whole run with {whole}")),
@@ -1327,5 +1327,118 @@ fn join_scope_and_pools_do_not_escape_a_simulation() {
         });
         assert!(matches!(outcome, Err(SimError::Panicked(_))), "{outcome:?}");
         assert_eq!(ended.load(SeqCst), 1);
+    });
+}
+
+/// From a fresh-eyes review: waits that hung, a stack that overflowed,
+/// a join that panicked, and a replay that lost the order of timers.
+#[test]
+fn the_ends_of_a_simulated_wait_neither_hang_nor_overflow() {
+    quiet_test_panics();
+    within("simulated ends", || {
+        // A `block_on` whose task moved to a strand over the world, then
+        // waits for ever (a deadlock) or spins (the step limit): the task
+        // is ended on the strand, not waited for.
+        let sim = Simulation::new(1);
+        let strand = Strand::new(sim.executor());
+        let s = strand.clone();
+        let stuck = sim.block_on(async move {
+            viaduct::hop_to(&s).await;
+            futures::future::pending::<()>().await
+        });
+        assert!(matches!(stuck, Err(SimError::Deadlock(_))), "{stuck:?}");
+        let sim = Simulation::new(2).max_steps(1_000);
+        let strand = Strand::new(sim.executor());
+        let spinning = sim.block_on(async move {
+            viaduct::hop_to(&strand).await;
+            loop {
+                viaduct::coop::consume_budget().await;
+            }
+        });
+        assert!(
+            matches!(spinning, Err(SimError::StepLimit { .. })),
+            "{spinning:?}"
+        );
+
+        // A scope whose task never ends, or spins: its wait fails, its
+        // tasks are ended, and the failure comes out.
+        for spin in [false, true] {
+            let sim = Simulation::new(3).max_steps(1_000);
+            let pool = viaduct::ThreadPool::builder().threads(1).build().unwrap();
+            let failed = sim.block_on(async move {
+                let data = [1u8; 4];
+                pool.scope(|s| {
+                    s.spawn(async {
+                        let _ = &data;
+                        if spin {
+                            loop {
+                                viaduct::coop::consume_budget().await;
+                            }
+                        }
+                        futures::future::pending::<()>().await
+                    });
+                });
+            });
+            assert!(failed.is_err(), "spin {spin}: {failed:?}");
+        }
+
+        // A join on a simulation whose executor was closed runs both here.
+        let sim = Simulation::new(4);
+        let ex = sim.executor();
+        let pool = viaduct::ThreadPool::builder().threads(1).build().unwrap();
+        let pair = sim.block_on(async move {
+            ex.close();
+            pool.join(|| 1, || 2)
+        });
+        assert_eq!(pair.unwrap(), (1, 2));
+
+        // A deep recursion of joins: each half nobody took runs at once,
+        // not a wait nested per level.
+        fn sum(pool: &viaduct::ThreadPool, xs: &[u64]) -> u64 {
+            if xs.len() == 1 {
+                return xs[0];
+            }
+            let (l, r) = xs.split_at(xs.len() / 2);
+            let (a, b) = pool.join(|| sum(pool, l), || sum(pool, r));
+            a + b
+        }
+        let xs: Vec<u64> = (1..=1 << 16).collect();
+        let pool = viaduct::ThreadPool::builder().threads(1).build().unwrap();
+        let sim = Simulation::new(5);
+        let total = sim.block_on(async { sum(&pool, &xs) }).unwrap();
+        assert_eq!(total, (1 << 16) * ((1 << 16) + 1) / 2);
+    });
+}
+
+#[test]
+fn a_shrunk_replay_keeps_the_order_of_timers_due_together() {
+    quiet_test_panics();
+    within("timer order", || {
+        let program = |sim: &Simulation| {
+            let t = sim.timer();
+            async move {
+                let order = Arc::new(Mutex::new(Vec::new()));
+                for i in [1, 2] {
+                    let o = order.clone();
+                    drop(
+                        t.execute_after(&viaduct::Inline, Duration::from_millis(1), move || {
+                            o.lock().unwrap().push(i)
+                        }),
+                    );
+                }
+                t.sleep(Duration::from_millis(2)).await;
+                let order = order.lock().unwrap().clone();
+                assert_eq!(order, [1, 2], "{TEST_PANIC}: timers out of order");
+            }
+        };
+        let failed = std::panic::catch_unwind(|| sim::check(0..100, program)).unwrap_err();
+        let msg = failed.downcast_ref::<String>().unwrap();
+        assert!(
+            msg.contains("out of order") && msg.contains("Shrunk to"),
+            "{msg}"
+        );
+        let sim = Simulation::replay(replay_in(msg)).unwrap();
+        let outcome = sim.block_on(program(&sim));
+        assert!(matches!(outcome, Err(SimError::Panicked(_))), "{outcome:?}");
     });
 }

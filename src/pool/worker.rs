@@ -667,8 +667,4 @@ impl Driver for WorkerCtx {
             },
         )
     }
-
-    fn outside(&self, f: &mut dyn FnMut()) {
-        f()
-    }
 }

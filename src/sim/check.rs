@@ -138,11 +138,17 @@ where
         if first.decisions > 0 {
             span = Some(span.unwrap_or(0).max(first.decisions));
         }
-        // How to replay the whole run: by seed, before anything was
-        // learned; after, the runs before this one set PCT's expectation.
-        let whole = match config.span {
-            None => format!("`Simulation::new({seed})`"),
-            Some(_) => "`check` over the same seeds".to_owned(),
+        // How to replay the whole run: by seed, in a world as
+        // `Simulation::new` makes it and before anything was learned;
+        // otherwise the runs before this one set PCT's expectation.
+        let as_new = {
+            let new = Config::new(seed);
+            (config.workers, config.strategy, config.jitter)
+                == (new.workers, new.strategy, new.jitter)
+        };
+        let whole = match (config.span, as_new) {
+            (None, true) => format!("`Simulation::new({seed})`"),
+            _ => "the same check over the same seeds".to_owned(),
         };
         let Err(failure) = first.result else { continue };
         let again = run_once(&mut program, &config);

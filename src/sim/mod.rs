@@ -26,7 +26,9 @@
 //! and its wait-for cycles, and one that never settles ends at a step
 //! limit. What it cannot stop is a single poll that never returns (a loop
 //! with no `.await`, a blocking call): everything runs on the calling
-//! thread.
+//! thread. And a task that moved to an executor outside the simulation
+//! (`hop_to` a real pool) is waited for there when its `block_on` ends
+//! early, since what it borrows must outlive it.
 //!
 //! # Examples
 //!
@@ -457,6 +459,12 @@ impl Driver for Running {
     /// `b` as a task of the world, `a` here, and the world run until `b`
     /// is done: a join inside a simulation is simulated too.
     fn join(&self, a: &mut dyn FnMut(), b: &mut (dyn FnMut() + Send)) -> bool {
+        if self.shared.closed.load(SeqCst) {
+            // Refused as a task: both here, as on a pool that has shut down.
+            a();
+            b();
+            return true;
+        }
         let task: Pin<Box<dyn Future<Output = ()> + Send + '_>> = Box::pin(async move { b() });
         // SAFETY: only the lifetime changes. `b` outlives this call, and
         // the task is dropped before the call returns or unwinds: it has
@@ -468,6 +476,13 @@ impl Driver for Running {
             handle: self.exec.spawn(task),
         };
         a();
+        // Not taken meanwhile (by a wait inside `a`): run it here, as a
+        // worker takes back a half nobody stole. Left queued, a deep
+        // recursion of joins would nest a wait per level.
+        let queued = self.shared.world().take(finish.handle.id());
+        if let Some(runnable) = queued {
+            runnable.run();
+        }
         let handle = &mut finish.handle;
         let mut ended = std::pin::pin!(async move {
             let _ = handle.await;
@@ -476,28 +491,9 @@ impl Driver for Running {
         true
     }
 
-    /// With no simulation running on this thread: for a wait on real
-    /// threads inside a simulated task (a scope of a real pool), which
-    /// the simulation cannot run, and during which the tasks of that pool
-    /// that this thread helps with must not take the simulation's pool and
-    /// clock for their own.
-    fn outside(&self, f: &mut dyn FnMut()) {
-        struct Back(Outer);
-        impl Drop for Back {
-            fn drop(&mut self) {
-                // SAFETY: putting back this simulation's own, which the
-                // `Active` running `outside` keeps alive.
-                unsafe { self.0.install() };
-            }
-        }
-        // SAFETY: what was there before this simulation entered is alive
-        // (it was, and its owner is further up this thread's stack).
-        let _back = Back(unsafe { self.outer.get().install() });
-        // Out of an enclosing simulation too, if this one runs inside one.
-        crate::context::with_driver(|driver| match driver {
-            Some(driver) => driver.outside(f),
-            None => f(),
-        });
+    fn finish(&self, done: &dyn Fn() -> bool) {
+        let _unlimited = Limit::lifted(&self.shared);
+        while !done() && matches!(self.shared.step(), Ok(Stepped::Ran | Stepped::Advanced)) {}
     }
 }
 
@@ -513,6 +509,14 @@ impl<'a> Limit<'a> {
         let mut world = shared.world();
         let outer = world.limit;
         world.limit = world.steps.saturating_add(shared.max_steps.load(Relaxed));
+        Limit { shared, outer }
+    }
+}
+
+impl<'a> Limit<'a> {
+    /// No limit until dropped: for ending what must end.
+    fn lifted(shared: &'a Shared) -> Limit<'a> {
+        let outer = std::mem::replace(&mut shared.world().limit, u64::MAX);
         Limit { shared, outer }
     }
 }
@@ -973,16 +977,20 @@ impl Drop for Finish<'_> {
             return;
         }
         // Aborted, the task is queued to be dropped (or dropped at once on
-        // an ended world): run it here. Another thread may be polling it
-        // (a clone of the simulation stepped elsewhere): wait for that.
+        // an ended world): run it here, past the step limit, for it must
+        // go before the call returns. Queued on an executor over the world
+        // (a strand it hopped to), it needs the world stepped; on another
+        // thread's executor, it needs that executor: wait for it.
         self.handle.abort();
+        let _unlimited = Limit::lifted(self.shared);
         while !self.handle.is_finished() {
             let queued = self.shared.world().take(self.handle.id());
-            match queued {
-                Some(runnable) => {
-                    runnable.run();
-                }
-                None => std::thread::yield_now(),
+            if let Some(runnable) = queued {
+                runnable.run();
+                continue;
+            }
+            if !matches!(self.shared.step(), Ok(Stepped::Ran | Stepped::Advanced)) {
+                std::thread::sleep(std::time::Duration::from_micros(100));
             }
         }
     }
@@ -1101,10 +1109,27 @@ impl Shared {
     }
 
     /// Moves the clock to `at`, firing what is due by then, those due
-    /// together in a seeded order.
+    /// together in a seeded order: keyed by the seed and the move, so a
+    /// replay that moves the clock as the run did fires them in its order.
     fn advance_to(&self, at: u64) -> Option<PanicPayload> {
-        self.timer
-            .advance_to_shuffled(at, &mut |n| self.world().shuffle_below(n))
+        let advance = {
+            let mut world = self.world();
+            world.advances += 1;
+            world.advances
+        };
+        self.timer.advance_to_shuffled(at, &mut |n| {
+            (self.keyed(&[u64::MAX - 1, advance, n as u64]) % n as u64) as usize
+        })
+    }
+
+    /// A number drawn from the seed for the event named by `words`: the
+    /// same whatever else the run drew before.
+    fn keyed(&self, words: &[u64]) -> u64 {
+        let mut h = self.seed ^ 0x6a09_e667_f3bc_c908;
+        for &w in words {
+            h = world::Rng::new(h ^ w).next();
+        }
+        h
     }
 
     /// A seeded lateness of up to the jitter, for the event named by
@@ -1115,10 +1140,7 @@ impl Shared {
         if max == 0 {
             return 0;
         }
-        let mut h = self.seed ^ 0x6a09_e667_f3bc_c908;
-        for &w in words {
-            h = world::Rng::new(h ^ w).next();
-        }
+        let h = self.keyed(words);
         // Half the events take no time: most work is quick, and exact
         // instants keep their ties for the shuffle to order.
         if h & 1 == 0 {

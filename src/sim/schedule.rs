@@ -198,7 +198,8 @@ impl std::str::FromStr for Replay {
         let (body, sum) = text
             .rsplit_once(";check=")
             .ok_or_else(|| refuse("it has no `check=` field at its end"))?;
-        if u16::from_str_radix(sum, 16).ok() != Some(checksum(body)) || sum.len() != 4 {
+        let hex = sum.len() == 4 && sum.bytes().all(|b| b.is_ascii_hexdigit());
+        if !hex || u16::from_str_radix(sum, 16).ok() != Some(checksum(body)) {
             return Err(refuse(
                 "its check does not match the rest: it was changed or cut",
             ));
@@ -238,6 +239,12 @@ impl std::str::FromStr for Replay {
             Some(j) => number(j, "the jitter")?,
             None => 0,
         };
+        if u128::from(jitter) > super::MAX_JITTER.as_nanos() {
+            return Err(refuse(format!(
+                "a jitter of {jitter} ns is past the most a simulation takes ({:?})",
+                super::MAX_JITTER
+            )));
+        }
         let run = field(run, "run")?;
         let mut departures = Vec::new();
         for item in run.split(',').filter(|i| !i.is_empty()) {
@@ -257,6 +264,16 @@ impl std::str::FromStr for Replay {
                     "`{item}` is neither `a.n>b` nor `a.n=budget`"
                 )));
             };
+            let again = departures.iter().any(|e| match (e, &d) {
+                (Deviation::Switch { at: a, .. }, Deviation::Switch { at: b, .. }) => a == b,
+                (Deviation::Budget { poll: a, .. }, Deviation::Budget { poll: b, .. }) => a == b,
+                _ => false,
+            });
+            if again {
+                return Err(refuse(format!(
+                    "`{item}` departs where another one already does"
+                )));
+            }
             departures.push(d);
         }
         Ok(Replay {
@@ -327,5 +344,13 @@ mod tests {
         assert!(refused(&signed("v1;seed=1;workers=4;run=1")).contains("neither"));
         assert!(refused(&signed("v1;seed=1;seed=2;workers=4;run=")).contains("twice"));
         assert!(refused(&signed("v1;seed=1;workers=4;run=;nul=\0")).contains("unknown"));
+        assert!(refused(&signed("v1;seed=1;workers=4;run=>1,>2")).contains("already"));
+        let huge = format!("v1;seed=1;workers=4;jitter={};run=", u64::MAX);
+        assert!(refused(&signed(&huge)).contains("past the most"));
+        let plus = format!(
+            "v1;seed=1;workers=4;run=;check=+{:03x}",
+            checksum("v1;seed=1;workers=4;run=") & 0xfff
+        );
+        assert!(refused(&plus).contains("does not match"));
     }
 }

@@ -286,6 +286,9 @@ enum Plan {
         taken: Vec<Deviation>,
         /// How many of those switched away from a task that could run.
         preemptions: u32,
+        /// Departures of the schedule that came up (some may name what
+        /// the default does anyway).
+        used: usize,
     },
 }
 
@@ -329,6 +332,9 @@ pub(super) struct World {
     pub(super) steps: u64,
     /// Moves of the clock made because nothing could run.
     pub(super) moves: u64,
+    /// Moves of the clock of any kind (for the order of timers due
+    /// together).
+    pub(super) advances: u64,
     /// The step count at which the `block_on` running now stops.
     pub(super) limit: u64,
     /// No simulation handle is left: tasks scheduled now are dropped
@@ -390,6 +396,7 @@ impl World {
             trace: 0xcbf2_9ce4_8422_2325,
             steps: 0,
             moves: 0,
+            advances: 0,
             limit: u64::MAX,
             orphaned: false,
             log: Vec::new(),
@@ -407,6 +414,7 @@ impl World {
             seq: 0,
             taken: Vec::new(),
             preemptions: 0,
+            used: 0,
         };
         world
     }
@@ -614,6 +622,7 @@ impl World {
             queued,
             taken,
             preemptions,
+            used,
             ..
         } = &mut self.plan
         else {
@@ -633,7 +642,10 @@ impl World {
         };
         let at = after.unwrap_or(START);
         let key = match schedule.switch_at(at) {
-            Some(wanted) if queued.contains(wanted) => wanted,
+            Some(wanted) if queued.contains(wanted) => {
+                *used += 1;
+                wanted
+            }
             Some(wanted) if schedule.strict() => return Err(Misfit { after, wanted }),
             _ => default,
         };
@@ -646,6 +658,7 @@ impl World {
         let polls = self.known[key as usize].polls;
         let budget = match schedule.budget_at((key, polls + 1)) {
             Some(budget) => {
+                *used += 1;
                 taken.push(Deviation::Budget {
                     poll: (key, polls + 1),
                     budget,
@@ -663,16 +676,6 @@ impl World {
             polls: 0,
             budget,
         }))
-    }
-
-    /// For shuffling `n` timers due at the same instant: a number below
-    /// `n`. A replay keeps their order (its schedule names tasks, not
-    /// timers).
-    pub(super) fn shuffle_below(&mut self, n: usize) -> usize {
-        match self.plan {
-            Plan::Replay { .. } => n - 1,
-            _ => self.rng.below(n),
-        }
     }
 
     /// Keeps every poll from now on, for [`log`](World::log).
@@ -700,9 +703,9 @@ impl World {
     /// How many departures a strict replay names that have not come up.
     pub(super) fn unused_departures(&self) -> usize {
         match &self.plan {
-            Plan::Replay {
-                schedule, taken, ..
-            } if schedule.strict() => schedule.len().saturating_sub(taken.len()),
+            Plan::Replay { schedule, used, .. } if schedule.strict() => {
+                schedule.len().saturating_sub(*used)
+            }
             _ => 0,
         }
     }
@@ -763,12 +766,15 @@ impl Pct {
         self.span_end = end;
         self.points.clear();
         let width = end - start;
-        let want = (self.depth as u64 - 1).min(width) as usize;
-        while self.points.len() < want {
-            let p = start + 1 + rng.below(width as usize) as u64;
-            if !self.points.contains(&p) {
-                self.points.push(p);
-            }
+        let want = (u64::from(self.depth) - 1).min(width);
+        // Floyd's sampling: `want` distinct points in as many draws, for
+        // any depth.
+        let mut chosen = std::collections::HashSet::new();
+        for j in width - want..width {
+            let t = rng.below(j as usize + 1) as u64;
+            let point = if chosen.contains(&t) { j } else { t };
+            chosen.insert(point);
+            self.points.push(start + 1 + point);
         }
         self.points.sort_unstable();
     }
