@@ -758,6 +758,12 @@ impl fmt::Debug for Timer {
 /// Waits for `duration` on the [global timer](Timer::global) (the
 /// simulated clock inside a [simulation](crate::sim)).
 ///
+/// The sleep takes its clock where it is first polled: one made outside a
+/// simulation and awaited inside runs on the simulated clock, `duration`
+/// from its first poll there. Until that poll, [`Sleep::deadline`] reads
+/// the clock it was made on, and a [`Sleep::reset`] keeps it there.
+/// [`timeout`] and [`interval`] do the same.
+///
 /// # Examples
 ///
 /// ```
