@@ -475,8 +475,9 @@
 //! ```text
 //! viaduct::sim::check: seed 1 failed: a simulated task panicked: money appeared
 //! It fails the same way every time (trace 0x…). Shrunk to 1 preemption(s),
-//! 2 departure(s) from the default order, in 8 runs: replay it with
+//! 2 departure(s) from the default order, in 9 runs: replay it with
 //!     Simulation::replay("v1;seed=1;workers=4;run=1.1=0,1.1>2;check=1b3e")
+//! and the same program, or the whole run with the same check over the same seeds.
 //! ```
 //!
 //! `Simulation::replay` runs that schedule again, in a test of its own or

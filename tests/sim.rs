@@ -337,6 +337,7 @@ fn check_names_the_failing_seed_and_how_to_replay_it() {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("no seed in {msg:?}"));
         assert!(msg.contains("money appeared"), "{msg}");
+        println!("check on the lost update: {msg}");
         // The whole run replays by seed only before `check` has learned
         // how long runs are (at its first seed).
         let whole = match seed {

@@ -10,6 +10,13 @@
 //! a cut follows what is left leniently: a departure that names a task
 //! not waiting then is skipped, and what the run actually departed by is
 //! what it keeps.
+//!
+//! Cutting alone stops where no single departure can go, which is not
+//! always the fewest preemptions: a poll stopped at its first await point,
+//! then a switch, may be what a poll stopped one await point later does
+//! with no switch at all. So each small budget is also tried one larger,
+//! and what fails is cut again; a result with fewer preemptions (then
+//! fewer departures) wins.
 
 use std::time::{Duration, Instant};
 
@@ -20,11 +27,97 @@ use super::schedule::{Deviation, Replay, Schedule};
 const MAX_RUNS: u32 = 4_000;
 const MAX_TIME: Duration = Duration::from_secs(20);
 
+/// Budgets below this are tried one larger: a few await points into a
+/// poll is where a preemption that matters sits.
+const BUDGETS_TRIED: u32 = 4;
+
 /// A failing run at its smallest.
 pub(super) struct Shrunk {
     pub(super) replay: Replay,
     pub(super) preemptions: u32,
     pub(super) runs: u32,
+}
+
+/// A schedule that fails: its departures and how many are preemptions.
+type Failing = (Vec<Deviation>, u32);
+
+/// Runs tried so far, within the shrink's bounds.
+struct Tries<'a> {
+    fails: &'a mut dyn FnMut(Schedule) -> Option<Failing>,
+    runs: u32,
+    started: Instant,
+}
+
+impl Tries<'_> {
+    fn spent(&self) -> bool {
+        self.runs >= MAX_RUNS || self.started.elapsed() >= MAX_TIME
+    }
+
+    /// Whether the program fails under `departures` (followed leniently),
+    /// and by what it actually departed.
+    fn run(&mut self, departures: &[Deviation]) -> Option<Failing> {
+        self.runs += 1;
+        (self.fails)(Schedule::new(departures, false))
+    }
+
+    /// Delta debugging: cuts departures while the program still fails.
+    fn cut(&mut self, (mut best, mut preemptions): Failing) -> Failing {
+        let mut parts = 2;
+        while !best.is_empty() && !self.spent() {
+            let chunk = best.len().div_ceil(parts);
+            let mut cut = false;
+            for start in (0..best.len()).step_by(chunk) {
+                let mut rest = best[..start].to_vec();
+                rest.extend_from_slice(&best[(start + chunk).min(best.len())..]);
+                if let Some((taken, p)) = self.run(&rest) {
+                    // What the run took, not what it was offered: a
+                    // departure that no longer came up is gone too.
+                    if taken.len() < best.len() {
+                        (best, preemptions) = (taken, p);
+                        parts = (parts - 1).max(2);
+                        cut = true;
+                        break;
+                    }
+                }
+                if self.spent() {
+                    break;
+                }
+            }
+            if !cut {
+                if parts >= best.len() {
+                    break;
+                }
+                parts = (parts * 2).min(best.len());
+            }
+        }
+        (best, preemptions)
+    }
+
+    /// The first schedule with one small budget one larger that, cut,
+    /// needs fewer preemptions (or as many and fewer departures).
+    fn widen(&mut self, (best, preemptions): &Failing) -> Option<Failing> {
+        for (i, d) in best.iter().enumerate() {
+            let Deviation::Budget { poll, budget } = *d else {
+                continue;
+            };
+            if budget >= BUDGETS_TRIED || self.spent() {
+                continue;
+            }
+            let mut wider = best.clone();
+            wider[i] = Deviation::Budget {
+                poll,
+                budget: budget + 1,
+            };
+            let Some(failing) = self.run(&wider) else {
+                continue;
+            };
+            let cut = self.cut(failing);
+            if (cut.1, cut.0.len()) < (*preemptions, best.len()) {
+                return Some(cut);
+            }
+        }
+        None
+    }
 }
 
 /// Shrinks the failing run of `seed` on `workers` whose polls were `log`.
@@ -35,49 +128,26 @@ pub(super) fn shrink(
     workers: usize,
     jitter: u64,
     log: &[(u32, u32)],
-    fails: &mut dyn FnMut(Schedule) -> Option<(Vec<Deviation>, u32)>,
+    fails: &mut dyn FnMut(Schedule) -> Option<Failing>,
 ) -> Option<Shrunk> {
-    let started = Instant::now();
-    let mut runs = 1;
-    let (mut best, mut preemptions) = fails(Schedule::pinned(log))?;
-    let mut parts = 2;
-    while !best.is_empty() && runs < MAX_RUNS && started.elapsed() < MAX_TIME {
-        let chunk = best.len().div_ceil(parts);
-        let mut cut = false;
-        for start in (0..best.len()).step_by(chunk) {
-            let mut rest = best[..start].to_vec();
-            rest.extend_from_slice(&best[(start + chunk).min(best.len())..]);
-            runs += 1;
-            if let Some((taken, p)) = fails(Schedule::new(&rest, false)) {
-                // What the run took, not what it was offered: a departure
-                // that no longer came up is gone too.
-                if taken.len() < best.len() {
-                    best = taken;
-                    preemptions = p;
-                    parts = (parts - 1).max(2);
-                    cut = true;
-                    break;
-                }
-            }
-            if runs >= MAX_RUNS {
-                break;
-            }
-        }
-        if !cut {
-            if parts >= best.len() {
-                break;
-            }
-            parts = (parts * 2).min(best.len());
-        }
+    let mut tries = Tries {
+        fails,
+        runs: 1,
+        started: Instant::now(),
+    };
+    let pinned = (tries.fails)(Schedule::pinned(log))?;
+    let mut best = tries.cut(pinned);
+    while let Some(better) = tries.widen(&best) {
+        best = better;
     }
     Some(Shrunk {
         replay: Replay {
             seed,
             workers,
             jitter,
-            departures: best,
+            departures: best.0,
         },
-        preemptions,
-        runs,
+        preemptions: best.1,
+        runs: tries.runs,
     })
 }
