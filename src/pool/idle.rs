@@ -287,7 +287,7 @@ impl Parker {
             *slot = Some(waker.clone());
         }
         drop(slot);
-        self.notified.load(SeqCst) && self.notified.swap(false, SeqCst)
+        self.take_notified()
     }
 
     /// Waits for an `unpark` in the reactor's driver if no other worker is
@@ -315,14 +315,18 @@ impl Parker {
             );
         });
         fence(SeqCst);
-        // A `park` may return spuriously; the flag tells. Only this thread
-        // clears the flag, so a load that sees it set means the swap will
-        // take it. (The load first is also what loom 0.7 needs: its `swap`
-        // after an unpark can read a value older than the unparker's store,
-        // a false deadlock.)
-        while !(self.notified.load(SeqCst) && self.notified.swap(false, SeqCst)) {
+        // A `park` may return spuriously; the flag tells.
+        while !self.take_notified() {
             thread::park();
         }
+    }
+
+    /// Takes the flag if it is set. Only the worker clears it, so a load
+    /// that sees it set means the swap will take it. (The load first is
+    /// also what loom 0.7 needs: its `swap` after an unpark can read a
+    /// value older than the unparker's store, a false deadlock.)
+    fn take_notified(&self) -> bool {
+        self.notified.load(SeqCst) && self.notified.swap(false, SeqCst)
     }
 }
 

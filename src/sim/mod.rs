@@ -492,8 +492,7 @@ impl Driver for Running {
     }
 
     fn finish(&self, done: &dyn Fn() -> bool) {
-        let _unlimited = Limit::lifted(&self.shared);
-        while !done() && matches!(self.shared.step(), Ok(Stepped::Ran | Stepped::Advanced)) {}
+        self.shared.step_until(done);
     }
 }
 
@@ -511,9 +510,7 @@ impl<'a> Limit<'a> {
         world.limit = world.steps.saturating_add(shared.max_steps.load(Relaxed));
         Limit { shared, outer }
     }
-}
 
-impl<'a> Limit<'a> {
     /// No limit until dropped: for ending what must end.
     fn lifted(shared: &'a Shared) -> Limit<'a> {
         let outer = std::mem::replace(&mut shared.world().limit, u64::MAX);
@@ -982,15 +979,19 @@ impl Drop for Finish<'_> {
         // (a strand it hopped to), it needs the world stepped; on another
         // thread's executor, it needs that executor: wait for it.
         self.handle.abort();
-        let _unlimited = Limit::lifted(self.shared);
-        while !self.handle.is_finished() {
+        let finished = || self.handle.is_finished();
+        while !finished() {
             let queued = self.shared.world().take(self.handle.id());
-            if let Some(runnable) = queued {
-                runnable.run();
-                continue;
-            }
-            if !matches!(self.shared.step(), Ok(Stepped::Ran | Stepped::Advanced)) {
-                std::thread::sleep(std::time::Duration::from_micros(100));
+            match queued {
+                Some(runnable) => {
+                    runnable.run();
+                }
+                None => {
+                    self.shared.step_until(&finished);
+                    if !finished() {
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                    }
+                }
             }
         }
     }
@@ -1094,10 +1095,9 @@ impl Shared {
             // the world without a poll.
             let mut world = self.world();
             world.steps += 1;
-            world.moves += 1;
             // With jitter, the timers due next fire late, with the others
             // due by then, in a shuffled order.
-            let at = at.saturating_add(self.jitter_of(&[u64::MAX, world.moves]));
+            let at = at.saturating_add(self.jitter_of(&[u64::MAX, world.advances]));
             world.record(&[at]);
             at
         };
@@ -1106,6 +1106,14 @@ impl Shared {
             Some(p) => Err(SimError::Panicked(Panic::new(p))),
             None => Ok(Stepped::Advanced),
         }
+    }
+
+    /// Steps the world, past the step limit, until `done()` or nothing
+    /// can run: for tasks that must end before a frame that they borrow
+    /// from unwinds.
+    fn step_until(&self, done: &dyn Fn() -> bool) {
+        let _unlimited = Limit::lifted(self);
+        while !done() && matches!(self.step(), Ok(Stepped::Ran | Stepped::Advanced)) {}
     }
 
     /// Moves the clock to `at`, firing what is due by then, those due

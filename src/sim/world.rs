@@ -325,15 +325,13 @@ pub(super) struct World {
     /// The task being polled (its key), and whether it woke itself
     /// meanwhile.
     polling: Option<(u32, bool)>,
-    pub(super) rng: Rng,
+    rng: Rng,
     /// A running hash of every choice and clock move (FNV-1a over words).
     pub(super) trace: u64,
     /// Steps taken so far: task polls and clock moves.
     pub(super) steps: u64,
-    /// Moves of the clock made because nothing could run.
-    pub(super) moves: u64,
-    /// Moves of the clock of any kind (for the order of timers due
-    /// together).
+    /// Moves of the clock so far (what keys the order of timers due
+    /// together, and their lateness).
     pub(super) advances: u64,
     /// The step count at which the `block_on` running now stops.
     pub(super) limit: u64,
@@ -395,7 +393,6 @@ impl World {
             rng,
             trace: 0xcbf2_9ce4_8422_2325,
             steps: 0,
-            moves: 0,
             advances: 0,
             limit: u64::MAX,
             orphaned: false,
